@@ -1,0 +1,4 @@
+//! Pieces shared by every SplitKV node: the on-disk record formats that both
+//! halves parse, the wire protocol, configuration limits, and TLS helpers.
+
+pub mod tls;

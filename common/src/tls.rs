@@ -1,0 +1,1 @@
+//! Mutual TLS for the links between nodes, and the certificates they use.
