@@ -1,1 +1,736 @@
 //! Mutual TLS for the links between nodes, and the certificates they use.
+//!
+//! Every QUIC connection between SplitKV nodes runs TLS 1.3 (the only version
+//! QUIC allows) with the *ring* crypto provider chosen explicitly, ALPN
+//! [`ALPN_PROTOCOL`], and certificates on both sides that chain to the cluster
+//! CA. A node's credentials are a directory holding `ca.pem`, `cert.pem` and
+//! `key.pem` (see [`crate::certs`] for how they are made); [`NodeIdentity`]
+//! loads one and builds the quinn server or client configuration from it.
+
+use std::fmt;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use quinn::crypto::rustls::{NoInitialCipherSuite, QuicClientConfig, QuicServerConfig};
+use rustls::RootCertStore;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::{self, PemObject};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{VerifierBuilderError, WebPkiClientVerifier};
+
+/// The ALPN protocol name every SplitKV node offers and requires.
+///
+/// A peer that does not offer exactly this protocol fails the handshake.
+pub const ALPN_PROTOCOL: &[u8] = b"splitkv/1";
+
+/// File name of the cluster CA certificate inside a node directory.
+pub const CA_FILE: &str = "ca.pem";
+/// File name of the node's own certificate (chain) inside a node directory.
+pub const CERT_FILE: &str = "cert.pem";
+/// File name of the node's private key inside a node directory.
+pub const KEY_FILE: &str = "key.pem";
+
+/// Why a node's TLS credentials could not be loaded or turned into a config.
+///
+/// Every variant names the file (or files) involved.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A credential file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file that could not be read.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// A credential file is not well-formed PEM.
+    #[error("{} is not valid PEM: {source}", path.display())]
+    Pem {
+        /// The malformed file.
+        path: PathBuf,
+        /// What the PEM parser objected to.
+        source: pem::Error,
+    },
+    /// A certificate file holds no `CERTIFICATE` block.
+    #[error("{} contains no certificate", path.display())]
+    NoCertificate {
+        /// The file without a certificate.
+        path: PathBuf,
+    },
+    /// A key file holds no private key block (PKCS#8, PKCS#1 or SEC1).
+    #[error("{} contains no private key", path.display())]
+    NoPrivateKey {
+        /// The file without a private key.
+        path: PathBuf,
+    },
+    /// A CA certificate cannot serve as a trust anchor.
+    #[error("CA certificate in {} is not a usable trust anchor: {source}", path.display())]
+    BadCa {
+        /// The CA file.
+        path: PathBuf,
+        /// Why rustls refused it.
+        source: rustls::Error,
+    },
+    /// The client-certificate verifier could not be built from the CA file.
+    #[error("cannot verify client certificates against {}: {source}", path.display())]
+    Verifier {
+        /// The CA file.
+        path: PathBuf,
+        /// Why the verifier could not be built.
+        source: VerifierBuilderError,
+    },
+    /// The node certificate and key were refused (for example, they do not match).
+    #[error("certificate {} with key {} refused: {source}", cert.display(), key.display())]
+    Identity {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// Why rustls refused them.
+        source: rustls::Error,
+    },
+    /// The crypto provider does not support TLS 1.3 (cannot happen with *ring*).
+    #[error("TLS 1.3 is not available from the crypto provider: {0}")]
+    Protocol(rustls::Error),
+    /// The TLS configuration lacks the cipher suite QUIC needs for its initial packets.
+    #[error("TLS configuration is not usable for QUIC: {0}")]
+    Quic(NoInitialCipherSuite),
+}
+
+/// A node's TLS credentials: the cluster CA it trusts, its certificate chain
+/// and its private key.
+///
+/// Guarantees: a loaded identity holds at least one CA certificate accepted as
+/// a trust anchor, at least one node certificate, and one private key. Whether
+/// key and certificate belong together is checked when a config is built.
+/// The `Debug` output never shows the private key.
+pub struct NodeIdentity {
+    ca_path: PathBuf,
+    cert_path: PathBuf,
+    key_path: PathBuf,
+    roots: Arc<RootCertStore>,
+    cert_chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+impl fmt::Debug for NodeIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeIdentity")
+            .field("ca_path", &self.ca_path)
+            .field("cert_path", &self.cert_path)
+            .field("key_path", &self.key_path)
+            .field("trust_anchors", &self.roots.len())
+            .field("cert_chain_len", &self.cert_chain.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeIdentity {
+    /// Loads `dir/ca.pem`, `dir/cert.pem` and `dir/key.pem`.
+    ///
+    /// Succeeds only if all three files parse as described on [`NodeIdentity`];
+    /// otherwise the error names the offending file. Logs a warning (but still
+    /// loads) if the key file is readable by group or others.
+    pub fn load(dir: &Path) -> Result<Self, TlsError> {
+        Self::from_files(
+            &dir.join(CA_FILE),
+            &dir.join(CERT_FILE),
+            &dir.join(KEY_FILE),
+        )
+    }
+
+    /// Loads the CA certificate(s), node certificate chain and private key
+    /// from three explicit files, with the same guarantees as [`Self::load`].
+    ///
+    /// Every certificate in `ca` becomes a trust anchor; `cert` holds the node
+    /// certificate first, followed by any intermediates.
+    pub fn from_files(ca: &Path, cert: &Path, key: &Path) -> Result<Self, TlsError> {
+        let roots = read_roots(ca)?;
+        let cert_chain = read_certs(cert)?;
+        let private_key = read_key(key)?;
+        Ok(Self {
+            ca_path: ca.to_path_buf(),
+            cert_path: cert.to_path_buf(),
+            key_path: key.to_path_buf(),
+            roots: Arc::new(roots),
+            cert_chain,
+            key: private_key,
+        })
+    }
+
+    /// The node's own certificate chain, leaf first, as loaded.
+    pub fn cert_chain(&self) -> &[CertificateDer<'static>] {
+        &self.cert_chain
+    }
+
+    /// Builds the configuration for a QUIC server endpoint (the storage node).
+    ///
+    /// Guarantees: TLS 1.3 only, *ring* provider, ALPN [`ALPN_PROTOCOL`] only,
+    /// no 0-RTT; the server presents this identity's certificate, and every
+    /// client must present a certificate that chains to this identity's CA and
+    /// carries the client-auth extended key usage, or the handshake fails
+    /// before the server accepts the connection. `transport` is used as given.
+    pub fn server_config(
+        &self,
+        transport: Arc<quinn::TransportConfig>,
+    ) -> Result<quinn::ServerConfig, TlsError> {
+        let verifier = WebPkiClientVerifier::builder_with_provider(self.roots.clone(), provider())
+            .build()
+            .map_err(|source| TlsError::Verifier {
+                path: self.ca_path.clone(),
+                source,
+            })?;
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(TlsError::Protocol)?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(self.cert_chain.clone(), self.key.clone_key())
+            .map_err(|source| self.identity_error(source))?;
+        tls.alpn_protocols = vec![ALPN_PROTOCOL.to_vec()];
+        let quic = QuicServerConfig::try_from(tls).map_err(TlsError::Quic)?;
+        let mut config = quinn::ServerConfig::with_crypto(Arc::new(quic));
+        config.transport_config(transport);
+        Ok(config)
+    }
+
+    /// Builds the configuration for a QUIC client endpoint (a compute node).
+    ///
+    /// Guarantees: TLS 1.3 only, *ring* provider, ALPN [`ALPN_PROTOCOL`] only,
+    /// no 0-RTT; the client trusts only this identity's CA (no system roots),
+    /// requires the server certificate to carry the server-auth extended key
+    /// usage and to match the server name passed to `connect`, and presents
+    /// this identity's certificate. `transport` is used as given.
+    pub fn client_config(
+        &self,
+        transport: Arc<quinn::TransportConfig>,
+    ) -> Result<quinn::ClientConfig, TlsError> {
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(TlsError::Protocol)?
+            .with_root_certificates(self.roots.clone())
+            .with_client_auth_cert(self.cert_chain.clone(), self.key.clone_key())
+            .map_err(|source| self.identity_error(source))?;
+        tls.alpn_protocols = vec![ALPN_PROTOCOL.to_vec()];
+        let quic = QuicClientConfig::try_from(tls).map_err(TlsError::Quic)?;
+        let mut config = quinn::ClientConfig::new(Arc::new(quic));
+        config.transport_config(transport);
+        Ok(config)
+    }
+
+    fn identity_error(&self, source: rustls::Error) -> TlsError {
+        TlsError::Identity {
+            cert: self.cert_path.clone(),
+            key: self.key_path.clone(),
+            source,
+        }
+    }
+}
+
+/// The crypto provider every SplitKV TLS config uses: *ring*, chosen
+/// explicitly rather than through the process-wide default.
+pub(crate) fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, TlsError> {
+    fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn pem_error(path: &Path, source: pem::Error) -> TlsError {
+    TlsError::Pem {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let bytes = read_file(path)?;
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| pem_error(path, source))?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(certs)
+}
+
+fn read_roots(path: &Path) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in read_certs(path)? {
+        roots.add(cert).map_err(|source| TlsError::BadCa {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok(roots)
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    warn_if_key_exposed(path);
+    let bytes = read_file(path)?;
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|source| match source {
+        pem::Error::NoItemsFound => TlsError::NoPrivateKey {
+            path: path.to_path_buf(),
+        },
+        other => pem_error(path, other),
+    })
+}
+
+fn warn_if_key_exposed(path: &Path) {
+    if let Ok(meta) = fs::metadata(path) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                path = %path.display(),
+                mode = format_args!("{mode:o}"),
+                "private key file is readable by group or others; it should be mode 600"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certs::{self, ClusterLayout, DEFAULT_STORAGE_NAMES};
+    use quinn::{ConnectionError, Endpoint, TransportErrorCode};
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::time::Duration;
+    use tokio::time::timeout;
+
+    const LIMIT: Duration = Duration::from_secs(10);
+    /// TLS alert `unknown_ca` (RFC 8446 §6.2), as carried in a QUIC
+    /// CRYPTO_ERROR (0x0100 + alert).
+    const ALERT_UNKNOWN_CA: u8 = 48;
+    /// TLS alert `bad_certificate`.
+    const ALERT_BAD_CERTIFICATE: u8 = 42;
+    /// TLS alert `unsupported_certificate` (rustls sends it for a wrong
+    /// extended key usage).
+    const ALERT_UNSUPPORTED_CERTIFICATE: u8 = 43;
+    /// TLS alert `certificate_required`.
+    const ALERT_CERTIFICATE_REQUIRED: u8 = 116;
+
+    fn cluster(dir: &tempfile::TempDir, name: &str) -> ClusterLayout {
+        certs::generate_cluster(&dir.path().join(name), &DEFAULT_STORAGE_NAMES, false)
+            .expect("generate cluster certificates")
+    }
+
+    fn transport() -> Arc<quinn::TransportConfig> {
+        Arc::new(quinn::TransportConfig::default())
+    }
+
+    fn loopback() -> SocketAddr {
+        (Ipv4Addr::LOCALHOST, 0).into()
+    }
+
+    /// What the server side saw: the handshake outcome, the client's leaf
+    /// certificate, and whether it ever accepted a stream.
+    struct ServerOutcome {
+        handshake: Result<(), ConnectionError>,
+        client_cert: Option<CertificateDer<'static>>,
+        accepted_stream: bool,
+    }
+
+    /// Starts a server for `identity` that accepts one connection and answers
+    /// each bidirectional stream on it with `pong:` + request.
+    fn start_server(identity: &NodeIdentity) -> (Endpoint, tokio::task::JoinHandle<ServerOutcome>) {
+        let config = identity.server_config(transport()).expect("server config");
+        let endpoint = Endpoint::server(config, loopback()).expect("bind server");
+        let accepting = endpoint.clone();
+        let task = tokio::spawn(async move {
+            let incoming = accepting.accept().await.expect("an incoming connection");
+            match incoming.await {
+                Ok(conn) => serve(conn).await,
+                Err(e) => ServerOutcome {
+                    handshake: Err(e),
+                    client_cert: None,
+                    accepted_stream: false,
+                },
+            }
+        });
+        (endpoint, task)
+    }
+
+    async fn serve(conn: quinn::Connection) -> ServerOutcome {
+        let client_cert = leaf_of_peer(&conn);
+        let mut accepted_stream = false;
+        while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+            accepted_stream = true;
+            let request = recv.read_to_end(1 << 16).await.expect("read request");
+            let mut reply = b"pong:".to_vec();
+            reply.extend_from_slice(&request);
+            send.write_all(&reply).await.expect("write reply");
+            send.finish().expect("finish reply");
+        }
+        ServerOutcome {
+            handshake: Ok(()),
+            client_cert,
+            accepted_stream,
+        }
+    }
+
+    fn leaf_of_peer(conn: &quinn::Connection) -> Option<CertificateDer<'static>> {
+        let chain = conn
+            .peer_identity()?
+            .downcast::<Vec<CertificateDer<'static>>>()
+            .ok()?;
+        chain.first().cloned()
+    }
+
+    fn client_endpoint(config: quinn::ClientConfig) -> Endpoint {
+        let mut endpoint = Endpoint::client(loopback()).expect("bind client");
+        endpoint.set_default_client_config(config);
+        endpoint
+    }
+
+    #[derive(Debug)]
+    enum ClientFailure {
+        /// The handshake itself failed on the client.
+        Connect(ConnectionError),
+        /// The handshake completed on the client, then the connection was
+        /// lost while using a stream.
+        Stream(ConnectionError),
+    }
+
+    async fn connect(
+        client: &Endpoint,
+        server: SocketAddr,
+        server_name: &str,
+    ) -> Result<quinn::Connection, ClientFailure> {
+        client
+            .connect(server, server_name)
+            .expect("start connecting")
+            .await
+            .map_err(ClientFailure::Connect)
+    }
+
+    /// Sends one request on a new bidirectional stream and returns the reply.
+    async fn exchange(conn: &quinn::Connection, request: &[u8]) -> Result<Vec<u8>, ClientFailure> {
+        let (mut send, mut recv) = conn.open_bi().await.map_err(ClientFailure::Stream)?;
+        send.write_all(request).await.map_err(|e| match e {
+            quinn::WriteError::ConnectionLost(c) => ClientFailure::Stream(c),
+            other => panic!("unexpected write error: {other}"),
+        })?;
+        send.finish().expect("stream still open");
+        recv.read_to_end(1 << 16).await.map_err(|e| match e {
+            quinn::ReadToEndError::Read(quinn::ReadError::ConnectionLost(c)) => {
+                ClientFailure::Stream(c)
+            }
+            other => panic!("unexpected read error: {other}"),
+        })
+    }
+
+    /// Connects and exchanges one request, then closes the connection;
+    /// returns the reply or the first error the client sees.
+    async fn round_trip(
+        client: &Endpoint,
+        server: SocketAddr,
+        server_name: &str,
+        request: &[u8],
+    ) -> Result<Vec<u8>, ClientFailure> {
+        let conn = connect(client, server, server_name).await?;
+        let reply = exchange(&conn, request).await;
+        conn.close(0u32.into(), b"done");
+        reply
+    }
+
+    /// The TLS alert carried by a connection error, whether the peer sent it
+    /// (`ConnectionClosed`) or this side raised it (`TransportError`).
+    fn crypto_alert(err: &ConnectionError) -> Option<u8> {
+        let code = match err {
+            ConnectionError::ConnectionClosed(close) => close.error_code,
+            ConnectionError::TransportError(e) => e.code,
+            _ => return None,
+        };
+        (0..=255u8).find(|alert| TransportErrorCode::crypto(*alert) == code)
+    }
+
+    async fn outcome(task: tokio::task::JoinHandle<ServerOutcome>) -> ServerOutcome {
+        timeout(LIMIT, task)
+            .await
+            .expect("server finished in time")
+            .expect("server task did not panic")
+    }
+
+    #[tokio::test]
+    async fn mutual_tls_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = cluster(&dir, "a");
+        let storage = NodeIdentity::load(&layout.storage_dir).expect("load storage");
+        let compute = NodeIdentity::load(&layout.compute_dir).expect("load compute");
+        let (server, task) = start_server(&storage);
+        let server_addr = server.local_addr().expect("server addr");
+        let client = client_endpoint(compute.client_config(transport()).expect("client config"));
+
+        // The IP SAN 127.0.0.1 is what the client checks here.
+        let conn = timeout(LIMIT, connect(&client, server_addr, "127.0.0.1"))
+            .await
+            .expect("handshake in time")
+            .expect("handshake succeeds");
+        let alpn = conn
+            .handshake_data()
+            .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+            .and_then(|d| d.protocol);
+        assert_eq!(alpn.as_deref(), Some(ALPN_PROTOCOL));
+        assert_eq!(leaf_of_peer(&conn).as_ref(), storage.cert_chain().first());
+
+        for request in [&b"ping"[..], &[7u8; 5000][..]] {
+            let reply = timeout(LIMIT, exchange(&conn, request))
+                .await
+                .expect("exchange in time")
+                .expect("exchange succeeds");
+            assert_eq!(&reply[..5], b"pong:");
+            assert_eq!(&reply[5..], request);
+        }
+        conn.close(0u32.into(), b"done");
+
+        let seen = outcome(task).await;
+        assert!(seen.handshake.is_ok());
+        assert!(seen.accepted_stream);
+        assert_eq!(seen.client_cert.as_ref(), compute.cert_chain().first());
+    }
+
+    #[tokio::test]
+    async fn client_certificate_from_another_ca_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = cluster(&dir, "a");
+        let b = cluster(&dir, "b");
+        let storage = NodeIdentity::load(&a.storage_dir).expect("load storage");
+        // Trusts cluster A (so it accepts the server) but presents B's cert.
+        let intruder = NodeIdentity::from_files(
+            &a.compute_dir.join(CA_FILE),
+            &b.compute_dir.join(CERT_FILE),
+            &b.compute_dir.join(KEY_FILE),
+        )
+        .expect("load intruder");
+        let (server, task) = start_server(&storage);
+        let server_addr = server.local_addr().expect("server addr");
+        let client = client_endpoint(intruder.client_config(transport()).unwrap());
+
+        let result = timeout(
+            LIMIT,
+            round_trip(&client, server_addr, "localhost", b"ping"),
+        )
+        .await
+        .expect("client gave up in time");
+        // Under TLS 1.3 the client finishes its side of the handshake before
+        // the server has judged its certificate, so the refusal arrives as a
+        // CONNECTION_CLOSE carrying the server's TLS alert, seen on the first
+        // stream operation that waits for the peer.
+        let err = match result {
+            Err(ClientFailure::Stream(e)) | Err(ClientFailure::Connect(e)) => e,
+            other => panic!("expected the server to refuse the client, got {other:?}"),
+        };
+        assert!(
+            matches!(err, ConnectionError::ConnectionClosed(_)),
+            "expected a close from the server, got {err:?}"
+        );
+        assert_eq!(crypto_alert(&err), Some(ALERT_UNKNOWN_CA), "{err:?}");
+
+        let seen = outcome(task).await;
+        let server_err = seen
+            .handshake
+            .expect_err("server must refuse the handshake");
+        assert_eq!(
+            crypto_alert(&server_err),
+            Some(ALERT_UNKNOWN_CA),
+            "{server_err:?}"
+        );
+        assert!(!seen.accepted_stream);
+    }
+
+    #[tokio::test]
+    async fn client_without_certificate_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = cluster(&dir, "a");
+        let storage = NodeIdentity::load(&a.storage_dir).expect("load storage");
+        let compute = NodeIdentity::load(&a.compute_dir).expect("load compute");
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(compute.roots.clone())
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![ALPN_PROTOCOL.to_vec()];
+        let config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()));
+        let (server, task) = start_server(&storage);
+        let server_addr = server.local_addr().expect("server addr");
+        let client = client_endpoint(config);
+
+        let result = timeout(
+            LIMIT,
+            round_trip(&client, server_addr, "localhost", b"ping"),
+        )
+        .await
+        .expect("client gave up in time");
+        let err = match result {
+            Err(ClientFailure::Stream(e)) | Err(ClientFailure::Connect(e)) => e,
+            other => panic!("expected the server to refuse the client, got {other:?}"),
+        };
+        assert_eq!(
+            crypto_alert(&err),
+            Some(ALERT_CERTIFICATE_REQUIRED),
+            "{err:?}"
+        );
+        let seen = outcome(task).await;
+        assert!(seen.handshake.is_err());
+        assert!(!seen.accepted_stream);
+    }
+
+    #[tokio::test]
+    async fn client_trusting_another_ca_refuses_the_server() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = cluster(&dir, "a");
+        let b = cluster(&dir, "b");
+        let storage = NodeIdentity::load(&a.storage_dir).expect("load storage");
+        // A's valid compute certificate, but trusting only B's CA.
+        let client_identity = NodeIdentity::from_files(
+            &b.compute_dir.join(CA_FILE),
+            &a.compute_dir.join(CERT_FILE),
+            &a.compute_dir.join(KEY_FILE),
+        )
+        .expect("load client");
+        let (server, task) = start_server(&storage);
+        let server_addr = server.local_addr().expect("server addr");
+        let client = client_endpoint(client_identity.client_config(transport()).unwrap());
+
+        let result = timeout(
+            LIMIT,
+            round_trip(&client, server_addr, "localhost", b"ping"),
+        )
+        .await
+        .expect("client gave up in time");
+        let err = match result {
+            Err(ClientFailure::Connect(e)) => e,
+            other => panic!("expected the client to refuse during connect, got {other:?}"),
+        };
+        assert!(
+            matches!(err, ConnectionError::TransportError(_)),
+            "the refusal must be the client's own, got {err:?}"
+        );
+        assert_eq!(crypto_alert(&err), Some(ALERT_UNKNOWN_CA), "{err:?}");
+        let seen = outcome(task).await;
+        assert!(seen.handshake.is_err());
+        assert!(!seen.accepted_stream);
+    }
+
+    #[tokio::test]
+    async fn client_refuses_a_server_name_not_in_the_certificate() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = cluster(&dir, "a");
+        let storage = NodeIdentity::load(&a.storage_dir).expect("load storage");
+        let compute = NodeIdentity::load(&a.compute_dir).expect("load compute");
+        let (server, task) = start_server(&storage);
+        let server_addr = server.local_addr().expect("server addr");
+        let client = client_endpoint(compute.client_config(transport()).unwrap());
+
+        let result = timeout(LIMIT, round_trip(&client, server_addr, "elsewhere", b"x"))
+            .await
+            .expect("client gave up in time");
+        let err = match result {
+            Err(ClientFailure::Connect(e)) => e,
+            other => panic!("expected a name mismatch, got {other:?}"),
+        };
+        assert_eq!(crypto_alert(&err), Some(ALERT_BAD_CERTIFICATE), "{err:?}");
+        assert!(!outcome(task).await.accepted_stream);
+    }
+
+    #[tokio::test]
+    async fn compute_certificate_cannot_serve_and_storage_certificate_cannot_connect() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = cluster(&dir, "a");
+        let storage = NodeIdentity::load(&a.storage_dir).expect("load storage");
+        let compute = NodeIdentity::load(&a.compute_dir).expect("load compute");
+
+        // A compute certificate (client-auth only) used as a server.
+        let (server, task) = start_server(&compute);
+        let addr = server.local_addr().expect("server addr");
+        let client = client_endpoint(compute.client_config(transport()).unwrap());
+        let result = timeout(LIMIT, round_trip(&client, addr, "localhost", b"x"))
+            .await
+            .expect("client gave up in time");
+        let err = match result {
+            Err(ClientFailure::Connect(e)) => e,
+            other => panic!("expected the client to refuse a compute cert, got {other:?}"),
+        };
+        assert_eq!(
+            crypto_alert(&err),
+            Some(ALERT_UNSUPPORTED_CERTIFICATE),
+            "{err:?}"
+        );
+        assert!(!outcome(task).await.accepted_stream);
+
+        // A storage certificate (server-auth only) used as a client.
+        let (server, task) = start_server(&storage);
+        let addr = server.local_addr().expect("server addr");
+        let client = client_endpoint(storage.client_config(transport()).unwrap());
+        let result = timeout(LIMIT, round_trip(&client, addr, "localhost", b"x"))
+            .await
+            .expect("client gave up in time");
+        let err = match result {
+            Err(ClientFailure::Stream(e)) | Err(ClientFailure::Connect(e)) => e,
+            other => panic!("expected the server to refuse a storage cert, got {other:?}"),
+        };
+        assert_eq!(
+            crypto_alert(&err),
+            Some(ALERT_UNSUPPORTED_CERTIFICATE),
+            "{err:?}"
+        );
+        let seen = outcome(task).await;
+        assert!(seen.handshake.is_err());
+        assert!(!seen.accepted_stream);
+    }
+
+    #[test]
+    fn load_names_the_missing_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = NodeIdentity::load(dir.path()).expect_err("empty dir must not load");
+        let message = err.to_string();
+        assert!(matches!(err, TlsError::Read { .. }), "{err:?}");
+        assert!(
+            message.contains(&*dir.path().join(CA_FILE).to_string_lossy()),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn load_refuses_a_file_without_a_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = cluster(&dir, "a");
+        // cert.pem holds a certificate, not a key.
+        let err = NodeIdentity::from_files(
+            &layout.compute_dir.join(CA_FILE),
+            &layout.compute_dir.join(CERT_FILE),
+            &layout.compute_dir.join(CERT_FILE),
+        )
+        .expect_err("a certificate is not a key");
+        assert!(matches!(err, TlsError::NoPrivateKey { ref path } if path.ends_with(CERT_FILE)));
+    }
+
+    #[test]
+    fn mismatched_key_is_refused_naming_both_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = cluster(&dir, "a");
+        let identity = NodeIdentity::from_files(
+            &layout.compute_dir.join(CA_FILE),
+            &layout.compute_dir.join(CERT_FILE),
+            &layout.storage_dir.join(KEY_FILE),
+        )
+        .expect("files parse");
+        let err = identity
+            .client_config(transport())
+            .expect_err("key does not match");
+        let message = err.to_string();
+        assert!(matches!(err, TlsError::Identity { .. }), "{err:?}");
+        assert!(
+            message.contains("compute") && message.contains("storage"),
+            "{message}"
+        );
+    }
+}
