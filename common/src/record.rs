@@ -118,10 +118,12 @@ impl ValueRecord<'_> {
 /// Decodes and verifies the value-log record at the start of `bytes`.
 /// Never returns a record whose checksum fails.
 pub fn decode_value_record(bytes: &[u8]) -> Result<ValueRecord<'_>, RecordError> {
-    let header = bytes.get(..VALUE_HEADER_BYTES).ok_or(RecordError::Truncated {
-        needed: VALUE_HEADER_BYTES,
-        available: bytes.len(),
-    })?;
+    let header = bytes
+        .get(..VALUE_HEADER_BYTES)
+        .ok_or(RecordError::Truncated {
+            needed: VALUE_HEADER_BYTES,
+            available: bytes.len(),
+        })?;
     if header[4] != FLAG_VALUE {
         return Err(RecordError::Malformed("unknown value-record flags"));
     }
@@ -220,7 +222,8 @@ impl FrameBuilder {
         self.buf.extend_from_slice(&key_len.to_le_bytes());
         self.buf.extend_from_slice(&entry.value_len.to_le_bytes());
         self.buf.extend_from_slice(&entry.seq.to_le_bytes());
-        self.buf.extend_from_slice(&entry.value_offset.to_le_bytes());
+        self.buf
+            .extend_from_slice(&entry.value_offset.to_le_bytes());
         self.buf.extend_from_slice(entry.key);
     }
 
@@ -231,8 +234,8 @@ impl FrameBuilder {
 
     /// Seals the frame (length, checksum, padding) and returns its bytes.
     pub fn finish(&mut self) -> &[u8] {
-        let payload_len = u32::try_from(self.buf.len() - FRAME_HEADER_BYTES)
-            .expect("frame payload fits u32");
+        let payload_len =
+            u32::try_from(self.buf.len() - FRAME_HEADER_BYTES).expect("frame payload fits u32");
         self.buf[4..8].copy_from_slice(&payload_len.to_le_bytes());
         let crc = crc32c::crc32c(&self.buf[4..]);
         self.buf[0..4].copy_from_slice(&crc.to_le_bytes());
@@ -269,10 +272,12 @@ pub enum Frame<'a> {
 /// frame is returned only when its checksum matches and every entry in it
 /// parses.
 pub fn decode_frame(bytes: &[u8]) -> Result<(Frame<'_>, usize), RecordError> {
-    let header = bytes.get(..FRAME_HEADER_BYTES).ok_or(RecordError::Truncated {
-        needed: FRAME_HEADER_BYTES,
-        available: bytes.len(),
-    })?;
+    let header = bytes
+        .get(..FRAME_HEADER_BYTES)
+        .ok_or(RecordError::Truncated {
+            needed: FRAME_HEADER_BYTES,
+            available: bytes.len(),
+        })?;
     let stored = read_u32(header, 0);
     let payload_len = read_u32(header, 4);
     if payload_len == PAD_MARKER {
@@ -315,9 +320,7 @@ pub struct FrameEntries<'a> {
 impl<'a> FrameEntries<'a> {
     /// Iterates over the entries in write order.
     pub fn iter(&self) -> EntryIter<'a> {
-        EntryIter {
-            rest: self.payload,
-        }
+        EntryIter { rest: self.payload }
     }
 
     /// The highest sequence number among the entries.
@@ -354,10 +357,12 @@ impl<'a> Iterator for EntryIter<'a> {
 }
 
 fn parse_entry(bytes: &[u8]) -> Result<(KeyEntry<'_>, usize), RecordError> {
-    let header = bytes.get(..ENTRY_HEADER_BYTES).ok_or(RecordError::Truncated {
-        needed: ENTRY_HEADER_BYTES,
-        available: bytes.len(),
-    })?;
+    let header = bytes
+        .get(..ENTRY_HEADER_BYTES)
+        .ok_or(RecordError::Truncated {
+            needed: ENTRY_HEADER_BYTES,
+            available: bytes.len(),
+        })?;
     let kind = match header[0] {
         1 => EntryKind::Put,
         2 => EntryKind::Delete,

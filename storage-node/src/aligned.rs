@@ -1,0 +1,140 @@
+//! Heap buffers aligned for O_DIRECT.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+
+/// Alignment of every O_DIRECT transfer: file offsets, lengths and memory
+/// addresses are multiples of it. 4 KiB covers devices with 512-byte and
+/// 4 KiB blocks.
+pub const DIRECT_ALIGN: usize = 4096;
+
+/// Rounds `n` up to a multiple of [`DIRECT_ALIGN`].
+pub fn align_up(n: u64) -> u64 {
+    n.next_multiple_of(DIRECT_ALIGN as u64)
+}
+
+/// Rounds `n` down to a multiple of [`DIRECT_ALIGN`].
+pub fn align_down(n: u64) -> u64 {
+    n - n % DIRECT_ALIGN as u64
+}
+
+/// A zero-initialised byte buffer whose start address and capacity are
+/// multiples of [`DIRECT_ALIGN`], so any aligned sub-range of it can be the
+/// target or source of an O_DIRECT transfer.
+///
+/// `len` (what `Deref` exposes) may be shorter than the aligned capacity;
+/// the bytes past `len` up to the capacity exist and are zero unless written
+/// through [`AlignedBuf::spare_aligned_mut`].
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    capacity: usize,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively, like a Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only hands out `&[u8]`.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// Allocates `len` zeroed bytes with capacity rounded up to the alignment.
+    ///
+    /// # Panics
+    /// If the allocation fails (like `Vec`).
+    pub fn zeroed(len: usize) -> Self {
+        let capacity = len.next_multiple_of(DIRECT_ALIGN).max(DIRECT_ALIGN);
+        let layout = Self::layout(capacity);
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        Self { ptr, len, capacity }
+    }
+
+    fn layout(capacity: usize) -> Layout {
+        Layout::from_size_align(capacity, DIRECT_ALIGN).expect("aligned layout is valid")
+    }
+
+    /// Capacity in bytes: a multiple of [`DIRECT_ALIGN`], at least `len`.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The whole aligned capacity, for an O_DIRECT read that may run past
+    /// `len` to the next block boundary.
+    pub fn spare_aligned_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the allocation is `capacity` bytes, initialised (zeroed).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.capacity) }
+    }
+
+    /// Shortens the visible length; the capacity is unchanged.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: len <= capacity, the bytes are initialised.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: len <= capacity, the bytes are initialised, and we hold &mut.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with this layout.
+        unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.capacity)) }
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffer_is_aligned_zeroed_and_rounded() {
+        let mut buf = AlignedBuf::zeroed(5000);
+        assert_eq!(buf.as_ptr() as usize % DIRECT_ALIGN, 0);
+        assert_eq!(buf.len(), 5000);
+        assert_eq!(buf.capacity(), 8192);
+        assert!(buf.iter().all(|&b| b == 0));
+        buf[4999] = 7;
+        assert_eq!(buf.spare_aligned_mut()[4999], 7);
+        buf.truncate(10);
+        assert_eq!(buf.len(), 10);
+    }
+
+    #[test]
+    fn rounding_helpers() {
+        assert_eq!(align_up(0), 0);
+        assert_eq!(align_up(1), 4096);
+        assert_eq!(align_up(4096), 4096);
+        assert_eq!(align_down(8191), 4096);
+    }
+}

@@ -1,0 +1,99 @@
+//! Configuration of the storage engine.
+
+use std::path::PathBuf;
+
+use crate::uring::IoEngineKind;
+
+/// What an acknowledgement guarantees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Acknowledged writes are in a shared mapping (the page cache): they
+    /// survive a crash or `kill -9` of the process, not a power loss.
+    #[default]
+    Mmap,
+    /// Acknowledged writes are on the device: the write buffer and key log
+    /// are msynced before the acknowledgement (concurrent writers share one
+    /// sync), the value log is fdatasynced before a buffer is reused, and
+    /// directories are fsynced when files are created.
+    Sync,
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Durability::Mmap => "mmap",
+            Durability::Sync => "sync",
+        })
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mmap" => Ok(Durability::Mmap),
+            "sync" => Ok(Durability::Sync),
+            other => Err(format!(
+                "unknown durability {other:?}: expected mmap or sync"
+            )),
+        }
+    }
+}
+
+/// Limits on what a write may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest key in bytes (keys are at least 1 byte).
+    pub max_key_bytes: usize,
+    /// Longest value in bytes.
+    pub max_value_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_key_bytes: splitkv_common::limits::DEFAULT_MAX_KEY_BYTES,
+            max_value_bytes: splitkv_common::limits::DEFAULT_MAX_VALUE_BYTES,
+        }
+    }
+}
+
+/// How to open a data directory.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The data directory (created if missing).
+    pub data_dir: PathBuf,
+    /// Number of partitions of a new data directory. An existing directory
+    /// keeps the count in its manifest; asking for a different one is an
+    /// error.
+    pub partitions: usize,
+    /// Capacity of each write buffer in bytes (a multiple of 4096), for a
+    /// new data directory; an existing one keeps its own.
+    pub buffer_bytes: usize,
+    /// Key-log space is preallocated and mapped in chunks of this many bytes
+    /// (a multiple of 4096), for a new data directory.
+    pub keylog_chunk_bytes: usize,
+    /// What an acknowledgement guarantees.
+    pub durability: Durability,
+    /// The engine for O_DIRECT writes, when the engine opens its own disk.
+    pub io_engine: IoEngineKind,
+    /// Key and value limits.
+    pub limits: Limits,
+}
+
+impl EngineConfig {
+    /// The defaults (16 partitions, 1 MiB buffers, 8 MiB key-log chunks,
+    /// mmap durability, io_uring) for `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            partitions: 16,
+            buffer_bytes: 1 << 20,
+            keylog_chunk_bytes: 8 << 20,
+            durability: Durability::Mmap,
+            io_engine: IoEngineKind::Uring,
+            limits: Limits::default(),
+        }
+    }
+}

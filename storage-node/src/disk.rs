@@ -1,0 +1,241 @@
+//! The one narrow interface through which the storage engine touches the
+//! disk: opening files, positional reads and writes, preallocation, syncs
+//! and memory mappings. [`OsDisk`] is the real implementation; tests wrap it
+//! to slow, pause or fail operations, or to drop everything not yet synced.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::Arc;
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::aligned::DIRECT_ALIGN;
+use crate::uring::{IoEngine, IoEngineKind};
+
+/// How a file is accessed, which decides how it is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// Opened with O_DIRECT (the value log): every read and write must use
+    /// offsets, lengths and memory addresses aligned to
+    /// [`DIRECT_ALIGN`](crate::aligned::DIRECT_ALIGN). Writes go through the
+    /// disk's I/O engine (io_uring or pwrite).
+    Direct,
+    /// Accessed through memory mappings (write buffers, key log).
+    Mapped,
+    /// Small files read and written with ordinary buffered I/O (manifest,
+    /// epoch).
+    Plain,
+}
+
+/// A directory of files: the engine's view of the file system.
+pub trait Disk: Send + Sync + 'static {
+    /// Opens the file at `path`; with `create`, creates it if it is missing.
+    fn open(&self, path: &Path, kind: FileKind, create: bool) -> io::Result<Arc<dyn DiskFile>>;
+    /// Creates a directory and its parents if they are missing.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Makes the directory's entries (created or renamed files) durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Atomically replaces `to` with `from`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// The engine that carries O_DIRECT writes.
+    fn io_engine(&self) -> IoEngineKind;
+}
+
+/// One open file.
+pub trait DiskFile: Send + Sync {
+    /// Reads into `buf` from `offset`; returns the bytes read, fewer than
+    /// `buf.len()` only at the end of the file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `offset`. Returns once the write has completed
+    /// (for a direct file: the bytes have left the page cache for the device).
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Reserves disk space for `[offset, offset + len)`, extending the file
+    /// if needed, so that later stores into a mapping of that range cannot
+    /// fail for want of space.
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()>;
+    /// Makes the file's written data (and the metadata needed to read it)
+    /// durable (fdatasync).
+    fn sync_data(&self) -> io::Result<()>;
+    /// The file's length in bytes.
+    fn len_bytes(&self) -> io::Result<u64>;
+    /// Maps `[offset, offset + len)` of the file shared and writable. The
+    /// range must have been allocated.
+    fn map(&self, offset: u64, len: usize) -> io::Result<Box<dyn Mapping>>;
+}
+
+/// A shared, writable mapping of part of a file.
+///
+/// Stores through [`Mapping::as_ptr`] reach the page cache at once, so they
+/// survive the death of the process; [`Mapping::flush`] makes them durable.
+pub trait Mapping: Send + Sync {
+    /// Start of the mapping. Valid for [`Mapping::len`] bytes for as long as
+    /// the mapping lives.
+    fn as_ptr(&self) -> *mut u8;
+    /// Length of the mapping in bytes.
+    fn len(&self) -> usize;
+    /// Returns true for an empty mapping.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Writes `[offset, offset + len)` of the mapping to the disk and waits
+    /// (msync with MS_SYNC).
+    fn flush(&self, offset: usize, len: usize) -> io::Result<()>;
+}
+
+/// The real file system, with O_DIRECT writes carried by io_uring or pwrite.
+pub struct OsDisk {
+    engine: Arc<IoEngine>,
+}
+
+impl OsDisk {
+    /// A disk whose O_DIRECT writes use `requested`. When io_uring is
+    /// requested but the kernel or a seccomp profile refuses it, this logs
+    /// one warning and uses pwrite instead; [`Disk::io_engine`] tells which.
+    pub fn new(requested: IoEngineKind) -> Self {
+        Self {
+            engine: Arc::new(IoEngine::start(requested)),
+        }
+    }
+}
+
+impl Disk for OsDisk {
+    fn open(&self, path: &Path, kind: FileKind, create: bool) -> io::Result<Arc<dyn DiskFile>> {
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(create);
+        if kind == FileKind::Direct {
+            options.custom_flags(libc::O_DIRECT);
+        }
+        let file = options.open(path)?;
+        Ok(Arc::new(OsFile {
+            file,
+            kind,
+            engine: Arc::clone(&self.engine),
+        }))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(path)
+    }
+
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        File::open(path)?.sync_all()
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn io_engine(&self) -> IoEngineKind {
+        self.engine.kind()
+    }
+}
+
+struct OsFile {
+    file: File,
+    kind: FileKind,
+    engine: Arc<IoEngine>,
+}
+
+impl OsFile {
+    fn check_direct_alignment(&self, addr: usize, len: usize, offset: u64) -> io::Result<()> {
+        let align = DIRECT_ALIGN as u64;
+        if self.kind == FileKind::Direct
+            && (!(addr as u64).is_multiple_of(align)
+                || !(len as u64).is_multiple_of(align)
+                || !offset.is_multiple_of(align))
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unaligned O_DIRECT transfer: address {addr:#x}, {len} bytes at {offset}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl DiskFile for OsFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.check_direct_alignment(buf.as_ptr() as usize, buf.len(), offset)?;
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.check_direct_alignment(buf.as_ptr() as usize, buf.len(), offset)?;
+        match self.kind {
+            FileKind::Direct => self.engine.write_at(self.file.as_raw_fd(), buf, offset),
+            FileKind::Mapped | FileKind::Plain => self.file.write_all_at(buf, offset),
+        }
+    }
+
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "allocation range out of bounds",
+            ));
+        };
+        loop {
+            // SAFETY: plain syscall on an fd we own.
+            let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, offset, len) };
+            if rc == 0 {
+                return Ok(());
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn len_bytes(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn map(&self, offset: u64, len: usize) -> io::Result<Box<dyn Mapping>> {
+        let raw = MmapOptions::new()
+            .offset(offset)
+            .len(len)
+            .map_raw(&self.file)?;
+        Ok(Box::new(OsMapping { raw }))
+    }
+}
+
+struct OsMapping {
+    raw: MmapRaw,
+}
+
+impl Mapping for OsMapping {
+    fn as_ptr(&self) -> *mut u8 {
+        self.raw.as_mut_ptr()
+    }
+
+    fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    fn flush(&self, offset: usize, len: usize) -> io::Result<()> {
+        self.raw.flush_range(offset, len)
+    }
+}

@@ -1,0 +1,311 @@
+//! The key log of a partition: one checksummed frame per write, delete or
+//! batch (format in [`splitkv_common::record`]), appended into a file that
+//! is preallocated and mapped in fixed-size chunks.
+//!
+//! Space is reserved with `allocate` before a chunk is mapped, so a full
+//! disk is an error from [`KeyLog::append`], never a SIGBUS on a store.
+//! Frames never straddle chunks; a padding frame ends a chunk early.
+//!
+//! On open the log is scanned from the start and cut at the first frame
+//! that does not verify: everything after a torn frame was never
+//! acknowledged. The bytes after the cut are zeroed so that later appends
+//! can never line up with stale frames.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use splitkv_common::record::{self, FRAME_HEADER_BYTES, Frame};
+
+use crate::disk::{Disk, DiskFile, FileKind, Mapping};
+
+const PAGE_BYTES: usize = 4096;
+
+/// What the opening scan found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanSummary {
+    /// Highest sequence number in any verified frame.
+    pub max_seq: u64,
+    /// Verified frames.
+    pub frames: u64,
+    /// Entries in verified frames.
+    pub entries: u64,
+    /// Position where the log was cut (the end of the verified frames).
+    pub end: u64,
+    /// Bytes of torn or stale data zeroed after the cut.
+    pub zeroed_bytes: u64,
+}
+
+struct Chunk {
+    map: Box<dyn Mapping>,
+}
+
+impl Chunk {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping lives as long as the chunk. Bytes below the
+        // log's end are never written again; callers only look at those, or
+        // hold the partition lock when looking past them.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr(), self.map.len()) }
+    }
+
+    fn write(&self, at: usize, bytes: &[u8]) {
+        assert!(
+            at + bytes.len() <= self.map.len(),
+            "key-log write out of bounds"
+        );
+        // SAFETY: in bounds; only the partition-lock holder appends, and
+        // appends only touch bytes past the log's end, which nobody reads.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.as_ptr().add(at), bytes.len())
+        }
+    }
+}
+
+/// The mapped key log of one partition.
+pub struct KeyLog {
+    file: Arc<dyn DiskFile>,
+    chunk_bytes: u64,
+    chunks: Vec<Arc<Chunk>>,
+    chunk_max_seq: Vec<u64>,
+    end: u64,
+}
+
+impl KeyLog {
+    /// Opens (creating and preallocating if needed) the key log at `path`,
+    /// scans it and cuts it after the last frame that verifies.
+    pub fn open(
+        disk: &dyn Disk,
+        path: &Path,
+        chunk_bytes: usize,
+    ) -> io::Result<(Self, ScanSummary)> {
+        let file = disk.open(path, FileKind::Mapped, true)?;
+        let chunk = chunk_bytes as u64;
+        let len = file.len_bytes()?;
+        let wanted = len.next_multiple_of(chunk).max(chunk);
+        if wanted != len {
+            file.allocate(len, wanted - len)?;
+        }
+        let mut log = Self {
+            file,
+            chunk_bytes: chunk,
+            chunks: Vec::new(),
+            chunk_max_seq: Vec::new(),
+            end: 0,
+        };
+        for index in 0..wanted / chunk {
+            log.map_chunk(index)?;
+        }
+        let summary = log.scan()?;
+        Ok((log, summary))
+    }
+
+    fn map_chunk(&mut self, index: u64) -> io::Result<()> {
+        let map = self
+            .file
+            .map(index * self.chunk_bytes, self.chunk_bytes as usize)?;
+        self.chunks.push(Arc::new(Chunk { map }));
+        self.chunk_max_seq.push(0);
+        Ok(())
+    }
+
+    fn scan(&mut self) -> io::Result<ScanSummary> {
+        let mut summary = ScanSummary::default();
+        let mut cut = None;
+        'chunks: for (index, chunk) in self.chunks.iter().enumerate() {
+            let bytes = chunk.bytes();
+            let mut within = 0usize;
+            while within < bytes.len() {
+                match record::decode_frame(&bytes[within..]) {
+                    Ok((Frame::Entries(entries), used)) => {
+                        let max = entries.max_seq();
+                        summary.max_seq = summary.max_seq.max(max);
+                        summary.frames += 1;
+                        summary.entries += entries.iter().count() as u64;
+                        self.chunk_max_seq[index] = self.chunk_max_seq[index].max(max);
+                        within += used;
+                    }
+                    Ok((Frame::Pad, _)) => continue 'chunks,
+                    Err(_) => {
+                        cut = Some(index as u64 * self.chunk_bytes + within as u64);
+                        break 'chunks;
+                    }
+                }
+            }
+        }
+        self.end = cut.unwrap_or(self.chunks.len() as u64 * self.chunk_bytes);
+        summary.end = self.end;
+        summary.zeroed_bytes = self.zero_after_end()?;
+        Ok(summary)
+    }
+
+    /// Zeroes every non-zero page from the end of the log to the end of the
+    /// file, and makes that durable.
+    fn zero_after_end(&self) -> io::Result<u64> {
+        let mut zeroed = 0u64;
+        let first = (self.end / self.chunk_bytes) as usize;
+        for (index, chunk) in self.chunks.iter().enumerate().skip(first) {
+            let start = if index == first {
+                (self.end % self.chunk_bytes) as usize
+            } else {
+                0
+            };
+            let bytes = chunk.bytes();
+            let mut dirty = None::<(usize, usize)>;
+            let mut at = start;
+            while at < bytes.len() {
+                let page_end = (at / PAGE_BYTES + 1) * PAGE_BYTES;
+                let stop = page_end.min(bytes.len());
+                if bytes[at..stop].iter().any(|&b| b != 0) {
+                    chunk.write(at, &vec![0u8; stop - at]);
+                    zeroed += (stop - at) as u64;
+                    let (lo, _) = dirty.unwrap_or((at, stop));
+                    dirty = Some((lo, stop));
+                }
+                at = stop;
+            }
+            if let Some((lo, hi)) = dirty {
+                chunk.map.flush(lo, hi - lo)?;
+            }
+        }
+        Ok(zeroed)
+    }
+
+    /// The position after the last complete frame.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Appends one sealed frame (from [`record::FrameBuilder::finish`]) whose
+    /// highest sequence number is `max_seq`, and returns the new end. When
+    /// the frame is complete in the mapping it survives the death of the
+    /// process; [`KeyLog::sync`] makes it durable.
+    pub fn append(&mut self, frame: &[u8], max_seq: u64) -> io::Result<u64> {
+        let len = frame.len() as u64;
+        if len > self.chunk_bytes {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "key-log frame of {len} bytes exceeds the chunk size {}",
+                    self.chunk_bytes
+                ),
+            ));
+        }
+        let mut index = self.end / self.chunk_bytes;
+        let mut within = self.end % self.chunk_bytes;
+        if within + len > self.chunk_bytes {
+            index += 1;
+            within = 0;
+        }
+        while index as usize >= self.chunks.len() {
+            let next = self.chunks.len() as u64;
+            self.file
+                .allocate(next * self.chunk_bytes, self.chunk_bytes)?;
+            self.map_chunk(next)?;
+        }
+        let old_index = (self.end / self.chunk_bytes) as usize;
+        let old_within = (self.end % self.chunk_bytes) as usize;
+        if index as usize != old_index
+            && old_within + FRAME_HEADER_BYTES <= self.chunk_bytes as usize
+        {
+            self.chunks[old_index].write(old_within, &record::pad_frame());
+        }
+        self.chunks[index as usize].write(within as usize, frame);
+        self.chunk_max_seq[index as usize] = self.chunk_max_seq[index as usize].max(max_seq);
+        self.end = index * self.chunk_bytes + within + len;
+        Ok(self.end)
+    }
+
+    /// A view of the complete frames as they are now, to read without the
+    /// partition lock: bytes below the end never change.
+    pub fn snapshot(&self) -> KeyLogSnapshot {
+        KeyLogSnapshot {
+            chunks: self.chunks.clone(),
+            chunk_max_seq: self.chunk_max_seq.clone(),
+            chunk_bytes: self.chunk_bytes,
+            end: self.end,
+        }
+    }
+}
+
+/// An immutable view of a key log's complete frames.
+pub struct KeyLogSnapshot {
+    chunks: Vec<Arc<Chunk>>,
+    chunk_max_seq: Vec<u64>,
+    chunk_bytes: u64,
+    end: u64,
+}
+
+/// Why an export position was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadPosition(pub u64);
+
+impl KeyLogSnapshot {
+    /// Makes the log durable from `from` up to `to` (msync).
+    pub fn sync(&self, from: u64, to: u64) -> io::Result<()> {
+        let mut at = from;
+        while at < to {
+            let index = (at / self.chunk_bytes) as usize;
+            let within = at % self.chunk_bytes;
+            let stop = to.min((index as u64 + 1) * self.chunk_bytes);
+            let Some(chunk) = self.chunks.get(index) else {
+                break;
+            };
+            chunk.map.flush(within as usize, (stop - at) as usize)?;
+            at = stop;
+        }
+        Ok(())
+    }
+
+    /// The end of the log in this view.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Copies whole frames that hold an entry with a sequence number of at
+    /// least `min_seq` into `out`, starting at position `from` (0, or a
+    /// position this method returned), skipping whole chunks that hold only
+    /// older entries, until `out` holds about `max_bytes` (at least one frame
+    /// when any is left). Returns the position to continue from; it equals
+    /// [`KeyLogSnapshot::end`] when the view is exhausted.
+    pub fn read_frames(
+        &self,
+        from: u64,
+        min_seq: u64,
+        max_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<u64, BadPosition> {
+        if !from.is_multiple_of(record::FRAME_ALIGN as u64) {
+            return Err(BadPosition(from));
+        }
+        let mut pos = from;
+        let start_len = out.len();
+        while pos < self.end {
+            let index = (pos / self.chunk_bytes) as usize;
+            let chunk_start = index as u64 * self.chunk_bytes;
+            let next_chunk = chunk_start + self.chunk_bytes;
+            let old_only = self.chunk_max_seq.get(index).is_some_and(|&m| m < min_seq);
+            if pos == chunk_start && old_only {
+                pos = next_chunk;
+                continue;
+            }
+            let chunk = self.chunks.get(index).ok_or(BadPosition(pos))?;
+            let stop = next_chunk.min(self.end);
+            let bytes = &chunk.bytes()[(pos - chunk_start) as usize..(stop - chunk_start) as usize];
+            let (frame, used) = record::decode_frame(bytes).map_err(|_| BadPosition(pos))?;
+            match frame {
+                Frame::Pad => pos = next_chunk,
+                Frame::Entries(entries) => {
+                    let framed = bytes.get(..used).ok_or(BadPosition(pos))?;
+                    if out.len() > start_len && out.len() - start_len + used > max_bytes {
+                        return Ok(pos);
+                    }
+                    if entries.max_seq() >= min_seq {
+                        out.extend_from_slice(framed);
+                    }
+                    pos += used as u64;
+                }
+            }
+        }
+        Ok(pos.min(self.end))
+    }
+}

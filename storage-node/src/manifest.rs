@@ -1,0 +1,297 @@
+//! The data directory's fixed files: the manifest (format version and
+//! layout), the lock that keeps a second process out, and the writer epoch.
+
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::EngineConfig;
+use crate::disk::{Disk, DiskFile, FileKind};
+use crate::error::{Result, StorageError};
+
+/// Version of the on-disk format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+const MANIFEST: &str = "MANIFEST";
+const LOCK: &str = "LOCK";
+const EPOCH: &str = "EPOCH";
+const MANIFEST_HEADER: &str = "splitkv data directory";
+
+/// The layout of a data directory, fixed when it is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Manifest {
+    /// On-disk format version.
+    pub format: u32,
+    /// Number of partitions.
+    pub partitions: usize,
+    /// Capacity of each write buffer's data area.
+    pub buffer_bytes: usize,
+    /// Size of each key-log chunk.
+    pub keylog_chunk_bytes: usize,
+}
+
+impl Manifest {
+    fn encode(&self) -> String {
+        format!(
+            "{MANIFEST_HEADER}\nformat = {}\npartitions = {}\nbuffer_bytes = {}\nkeylog_chunk_bytes = {}\n",
+            self.format, self.partitions, self.buffer_bytes, self.keylog_chunk_bytes
+        )
+    }
+
+    fn parse(text: &str) -> std::result::Result<Self, String> {
+        let mut lines = text.lines();
+        if lines.next() != Some(MANIFEST_HEADER) {
+            return Err("not a SplitKV manifest".into());
+        }
+        let mut fields = std::collections::HashMap::new();
+        for line in lines.filter(|l| !l.trim().is_empty()) {
+            let (key, value) = line
+                .split_once('=')
+                .ok_or_else(|| format!("malformed line {line:?}"))?;
+            let value: u64 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("malformed number in {line:?}"))?;
+            fields.insert(key.trim().to_string(), value);
+        }
+        let get = |name: &str| {
+            fields
+                .get(name)
+                .copied()
+                .ok_or_else(|| format!("missing field {name}"))
+        };
+        let manifest = Manifest {
+            format: u32::try_from(get("format")?).map_err(|_| "format out of range")?,
+            partitions: get("partitions")? as usize,
+            buffer_bytes: get("buffer_bytes")? as usize,
+            keylog_chunk_bytes: get("keylog_chunk_bytes")? as usize,
+        };
+        if manifest.format != FORMAT_VERSION {
+            return Err(format!(
+                "format version {} is not supported by this build (which reads version {FORMAT_VERSION})",
+                manifest.format
+            ));
+        }
+        validate_layout(&manifest)?;
+        Ok(manifest)
+    }
+
+    /// Reads the manifest of `dir`, or creates the directory and its
+    /// manifest from `config` if the directory is new. An existing manifest
+    /// wins over the configuration, except that a different partition count
+    /// is an error.
+    pub fn load_or_create(disk: &dyn Disk, config: &EngineConfig) -> Result<Self> {
+        let dir = &config.data_dir;
+        let path = dir.join(MANIFEST);
+        let manifest_err = |reason: String| StorageError::Manifest {
+            path: path.clone(),
+            reason,
+        };
+        match disk.open(&path, FileKind::Plain, false) {
+            Ok(file) => {
+                let text =
+                    read_small(&*file).map_err(|e| manifest_err(format!("unreadable: {e}")))?;
+                let manifest = Self::parse(&text).map_err(manifest_err)?;
+                if manifest.partitions != config.partitions {
+                    return Err(manifest_err(format!(
+                        "the data directory has {} partitions, the configuration asks for {}",
+                        manifest.partitions, config.partitions
+                    )));
+                }
+                Ok(manifest)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                refuse_foreign_directory(dir)?;
+                let manifest = Manifest {
+                    format: FORMAT_VERSION,
+                    partitions: config.partitions,
+                    buffer_bytes: config.buffer_bytes,
+                    keylog_chunk_bytes: config.keylog_chunk_bytes,
+                };
+                validate_layout(&manifest).map_err(manifest_err)?;
+                let tmp = dir.join("MANIFEST.tmp");
+                let file = disk
+                    .open(&tmp, FileKind::Plain, true)
+                    .map_err(|e| StorageError::io(format!("creating {}", tmp.display()), e))?;
+                file.write_at(manifest.encode().as_bytes(), 0)
+                    .and_then(|()| file.sync_data())
+                    .and_then(|()| disk.rename(&tmp, &path))
+                    .and_then(|()| disk.sync_dir(dir))
+                    .map_err(|e| StorageError::io(format!("writing {}", path.display()), e))?;
+                Ok(manifest)
+            }
+            Err(e) => Err(StorageError::io(format!("opening {}", path.display()), e)),
+        }
+    }
+}
+
+fn validate_layout(m: &Manifest) -> std::result::Result<(), String> {
+    if m.partitions == 0 || m.partitions > 1024 {
+        return Err(format!(
+            "partition count {} is not in 1..=1024",
+            m.partitions
+        ));
+    }
+    if m.buffer_bytes < 4096 || !m.buffer_bytes.is_multiple_of(4096) {
+        return Err(format!(
+            "buffer_bytes {} is not a positive multiple of 4096",
+            m.buffer_bytes
+        ));
+    }
+    if m.keylog_chunk_bytes < 4096 || !m.keylog_chunk_bytes.is_multiple_of(4096) {
+        return Err(format!(
+            "keylog_chunk_bytes {} is not a positive multiple of 4096",
+            m.keylog_chunk_bytes
+        ));
+    }
+    Ok(())
+}
+
+/// A new data directory must be empty (apart from what a file system or an
+/// interrupted creation leaves), so that SplitKV never writes into a
+/// directory that holds something else.
+fn refuse_foreign_directory(dir: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StorageError::io(format!("listing {}", dir.display()), e)),
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let known = ["lost+found", LOCK, "MANIFEST.tmp", "DIRECT_IO_PROBE"];
+        if !known.iter().any(|k| name == *k) {
+            return Err(StorageError::Manifest {
+                path: dir.join(MANIFEST),
+                reason: format!(
+                    "missing, and the directory is not empty (it holds {name:?}); \
+                     refusing to create a store in it"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn read_small(file: &dyn DiskFile) -> std::io::Result<String> {
+    let len = file.len_bytes()?;
+    if len > 64 * 1024 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "file is too large",
+        ));
+    }
+    let mut buf = vec![0u8; len as usize];
+    let n = file.read_at(&mut buf, 0)?;
+    buf.truncate(n);
+    String::from_utf8(buf)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
+}
+
+/// Exclusive ownership of a data directory by this process (an advisory
+/// `flock` on its LOCK file), released when dropped or when the process dies.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    /// Takes the lock of `dir`, or fails with [`StorageError::Locked`].
+    pub fn acquire(dir: &Path) -> Result<Self> {
+        let path = dir.join(LOCK);
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| StorageError::io(format!("opening {}", path.display()), e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Self { _file: file }),
+            Err(TryLockError::WouldBlock) => Err(StorageError::Locked {
+                dir: dir.to_path_buf(),
+            }),
+            Err(TryLockError::Error(e)) => {
+                Err(StorageError::io(format!("locking {}", path.display()), e))
+            }
+        }
+    }
+}
+
+/// The durable writer epoch: each new writer takes a higher one, and writes
+/// from holders of a lower one are refused.
+pub struct EpochFile {
+    path: PathBuf,
+    file: Arc<dyn DiskFile>,
+}
+
+impl EpochFile {
+    /// Opens the epoch file of `dir` and returns it with the stored epoch
+    /// (0 for a new directory).
+    pub fn open(disk: &dyn Disk, dir: &Path) -> Result<(Self, u64)> {
+        let path = dir.join(EPOCH);
+        let file = disk
+            .open(&path, FileKind::Plain, true)
+            .map_err(|e| StorageError::io(format!("opening {}", path.display()), e))?;
+        let mut raw = [0u8; 12];
+        let n = file
+            .read_at(&mut raw, 0)
+            .map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
+        let epoch = if n < raw.len() {
+            0
+        } else {
+            let epoch = u64::from_le_bytes(raw[..8].try_into().expect("8 bytes"));
+            let crc = u32::from_le_bytes(raw[8..].try_into().expect("4 bytes"));
+            if crc != crc32c::crc32c(&raw[..8]) {
+                return Err(StorageError::Manifest {
+                    path,
+                    reason: "writer epoch checksum mismatch".into(),
+                });
+            }
+            epoch
+        };
+        Ok((Self { path, file }, epoch))
+    }
+
+    /// Stores `epoch` durably before returning.
+    pub fn store(&self, epoch: u64) -> Result<()> {
+        let mut raw = [0u8; 12];
+        raw[..8].copy_from_slice(&epoch.to_le_bytes());
+        let crc = crc32c::crc32c(&raw[..8]);
+        raw[8..].copy_from_slice(&crc.to_le_bytes());
+        self.file
+            .write_at(&raw, 0)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| StorageError::io(format!("writing {}", self.path.display()), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_round_trips() {
+        let m = Manifest {
+            format: FORMAT_VERSION,
+            partitions: 16,
+            buffer_bytes: 1 << 20,
+            keylog_chunk_bytes: 8 << 20,
+        };
+        assert_eq!(Manifest::parse(&m.encode()), Ok(m));
+    }
+
+    #[test]
+    fn manifest_rejects_other_versions_and_garbage() {
+        let m = Manifest {
+            format: 99,
+            partitions: 16,
+            buffer_bytes: 1 << 20,
+            keylog_chunk_bytes: 8 << 20,
+        };
+        assert!(
+            Manifest::parse(&m.encode())
+                .unwrap_err()
+                .contains("version 99")
+        );
+        assert!(Manifest::parse("hello").is_err());
+        assert!(Manifest::parse("splitkv data directory\nformat = 1\n").is_err());
+    }
+}

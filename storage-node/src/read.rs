@@ -1,0 +1,303 @@
+//! Reads of a partition: one record by location, a range of the value log
+//! (to fill a compute node's window), and key-log exports.
+//!
+//! Bytes still in a write buffer are copied from its mapping under the
+//! partition lock (a buffer is only reused after its data reached the value
+//! log, so anything not in a buffer at that moment is in the file); the rest
+//! is read from the value log with O_DIRECT, without the lock.
+
+use std::ops::Range;
+
+use splitkv_common::record::{self, RecordError, ValueRecord};
+
+use crate::aligned::{AlignedBuf, align_down, align_up};
+use crate::error::{Result, StorageError};
+use crate::keylog::BadPosition;
+use crate::partition::{Partition, State};
+
+/// Largest range one [`read_range`](crate::StorageEngine::read_range) call returns.
+pub const MAX_RANGE_BYTES: usize = 16 << 20;
+
+/// A verified value-log record, in an aligned buffer straight from the disk
+/// or a write buffer.
+#[derive(Debug)]
+pub struct RecordBytes {
+    buf: AlignedBuf,
+    start: usize,
+    len: usize,
+}
+
+impl RecordBytes {
+    /// The whole record (header, key, value), checksum verified.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+
+    /// The decoded record.
+    pub fn record(&self) -> ValueRecord<'_> {
+        record::decode_value_record(self.as_bytes()).expect("verified when read")
+    }
+
+    /// The buffer and the record's range in it, for sending without a copy.
+    pub fn into_parts(self) -> (AlignedBuf, Range<usize>) {
+        let range = self.start..self.start + self.len;
+        (self.buf, range)
+    }
+}
+
+/// Bytes of a partition's value log, as of one moment.
+#[derive(Debug)]
+pub struct RangeRead {
+    /// The bytes; see [`RangeRead::bytes`].
+    buf: AlignedBuf,
+    start: usize,
+    len: usize,
+    /// The partition's committed end when the range was read. The range
+    /// stops there: it holds no byte of an incomplete record.
+    pub committed_end: u64,
+}
+
+impl RangeRead {
+    /// The bytes from the requested offset, possibly fewer than asked (never
+    /// past the committed end).
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+
+    /// The buffer and the range's position in it, for sending without a copy.
+    pub fn into_parts(self) -> (AlignedBuf, Range<usize>, u64) {
+        let range = self.start..self.start + self.len;
+        (self.buf, range, self.committed_end)
+    }
+}
+
+/// Progress of a key-log export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportProgress {
+    /// Position to continue the export from.
+    pub next: u64,
+    /// End of the key log when this chunk was read; the export has caught up
+    /// when `next == end`.
+    pub end: u64,
+}
+
+impl Partition {
+    /// Reads and verifies the record at `offset` of `len` bytes.
+    pub(crate) fn read(&self, offset: u64, len: usize) -> Result<RecordBytes> {
+        let max = record::value_record_len(
+            self.shared.limits.max_key_bytes,
+            self.shared.limits.max_value_bytes,
+        );
+        if len > max {
+            return Err(StorageError::TooLarge {
+                what: "record read",
+                len,
+                max,
+            });
+        }
+        let corrupt = |source| StorageError::Corrupt {
+            partition: self.id,
+            offset,
+            source,
+        };
+        let Some(end) = offset.checked_add(len as u64).filter(|&e| e < u64::MAX / 2) else {
+            return Err(corrupt(RecordError::Malformed("location out of range")));
+        };
+        let from_buffer = {
+            let st = self.state.lock();
+            self.copy_from_buffers(&st, offset..end)
+        };
+        let (buf, start) = match from_buffer {
+            Some(buf) => (buf, 0),
+            None => {
+                let aligned = align_down(offset);
+                let mut buf = AlignedBuf::zeroed((align_up(end) - aligned) as usize);
+                let got = self.read_vlog(&mut buf, aligned)?;
+                let start = (offset - aligned) as usize;
+                if got < start + len {
+                    return Err(corrupt(RecordError::Truncated {
+                        needed: len,
+                        available: got.saturating_sub(start),
+                    }));
+                }
+                (buf, start)
+            }
+        };
+        let bytes = &buf[start..start + len];
+        let decoded = record::decode_value_record(bytes).map_err(corrupt)?;
+        if decoded.encoded_len() != len {
+            return Err(corrupt(RecordError::Malformed(
+                "record length differs from the location's",
+            )));
+        }
+        Ok(RecordBytes { buf, start, len })
+    }
+
+    /// Copies `range` out of a write buffer if one holds all of it.
+    fn copy_from_buffers(&self, st: &State, range: Range<u64>) -> Option<AlignedBuf> {
+        for (slot, state) in st.slots.iter().enumerate() {
+            let Some(held) = state.unflushed() else {
+                continue;
+            };
+            if range.start >= held.start && range.end <= held.end {
+                let len = (range.end - range.start) as usize;
+                let mut buf = AlignedBuf::zeroed(len);
+                // SAFETY: bytes below the fill are never written again while
+                // the buffer is unflushed, and we hold the lock that keeps it
+                // from being reused.
+                let src =
+                    unsafe { self.buffers[slot].data((range.start - held.start) as usize, len) };
+                buf.copy_from_slice(src);
+                return Some(buf);
+            }
+        }
+        None
+    }
+
+    fn read_vlog(&self, buf: &mut AlignedBuf, offset: u64) -> Result<usize> {
+        let target = buf.spare_aligned_mut();
+        self.vlog.read_at(target, offset).map_err(|e| {
+            StorageError::io(
+                format!("reading the value log of partition {} at {offset}", self.id),
+                e,
+            )
+        })
+    }
+
+    /// Reads up to `max_len` bytes of the value log from `offset`, stopping at
+    /// the committed end, including records still in the write buffers.
+    pub(crate) fn read_range(&self, offset: u64, max_len: usize) -> Result<RangeRead> {
+        if max_len > MAX_RANGE_BYTES {
+            return Err(StorageError::TooLarge {
+                what: "range read",
+                len: max_len,
+                max: MAX_RANGE_BYTES,
+            });
+        }
+        let aligned_start = align_down(offset);
+        let (mut buf, end, committed_end, covered) = {
+            let st = self.state.lock();
+            let committed_end = st.committed_end();
+            if offset >= committed_end {
+                return Ok(RangeRead {
+                    buf: AlignedBuf::zeroed(0),
+                    start: 0,
+                    len: 0,
+                    committed_end,
+                });
+            }
+            let end = committed_end.min(offset + max_len as u64);
+            let aligned_end = align_up(end);
+            let mut buf = AlignedBuf::zeroed((aligned_end - aligned_start) as usize);
+            let mut covered: [Option<Range<u64>>; 2] = [None, None];
+            for (slot, state) in st.slots.iter().enumerate() {
+                let Some(held) = state.unflushed() else {
+                    continue;
+                };
+                let lo = held.start.max(aligned_start);
+                let hi = held.end.min(end);
+                if lo >= hi {
+                    continue;
+                }
+                // SAFETY: as in copy_from_buffers.
+                let src = unsafe {
+                    self.buffers[slot].data((lo - held.start) as usize, (hi - lo) as usize)
+                };
+                let at = (lo - aligned_start) as usize;
+                buf[at..at + src.len()].copy_from_slice(src);
+                covered[slot] = Some(held.start..align_up(held.end));
+            }
+            (buf, end, committed_end, covered)
+        };
+        for gap in gaps(aligned_start..align_up(end), &covered) {
+            let at = (gap.start - aligned_start) as usize;
+            let len = (gap.end - gap.start) as usize;
+            let target = &mut buf.spare_aligned_mut()[at..at + len];
+            self.vlog.read_at(target, gap.start).map_err(|e| {
+                StorageError::io(
+                    format!(
+                        "reading the value log of partition {} at {}",
+                        self.id, gap.start
+                    ),
+                    e,
+                )
+            })?;
+        }
+        let start = (offset - aligned_start) as usize;
+        let len = (end - offset) as usize;
+        debug_assert!(start + len <= buf.len());
+        Ok(RangeRead {
+            buf,
+            start,
+            len,
+            committed_end,
+        })
+    }
+
+    /// Copies complete key-log frames from position `from` holding entries
+    /// with a sequence number of at least `min_seq` into `out` (about
+    /// `max_bytes` of them).
+    pub(crate) fn export(
+        &self,
+        from: u64,
+        min_seq: u64,
+        max_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<ExportProgress> {
+        let snapshot = self.state.lock().keylog.snapshot();
+        let next = snapshot
+            .read_frames(from, min_seq, max_bytes, out)
+            .map_err(|BadPosition(pos)| StorageError::Corrupt {
+                partition: self.id,
+                offset: pos,
+                source: RecordError::Malformed(
+                    "export position is not the start of a key-log frame",
+                ),
+            })?;
+        Ok(ExportProgress {
+            next,
+            end: snapshot.end(),
+        })
+    }
+}
+
+/// The parts of `range` not covered by any of `covered` (all aligned).
+fn gaps(range: Range<u64>, covered: &[Option<Range<u64>>; 2]) -> Vec<Range<u64>> {
+    let mut holes = vec![range];
+    for cover in covered.iter().flatten() {
+        let mut next = Vec::with_capacity(holes.len() + 1);
+        for hole in holes {
+            if cover.end <= hole.start || cover.start >= hole.end {
+                next.push(hole);
+                continue;
+            }
+            if hole.start < cover.start {
+                next.push(hole.start..cover.start);
+            }
+            if cover.end < hole.end {
+                next.push(cover.end..hole.end);
+            }
+        }
+        holes = next;
+    }
+    holes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gaps;
+
+    #[test]
+    fn gaps_subtract_covered_ranges() {
+        assert_eq!(gaps(0..100, &[None, None]), vec![0..100]);
+        assert_eq!(gaps(0..100, &[Some(20..40), None]), vec![0..20, 40..100]);
+        assert_eq!(
+            gaps(0..100, &[Some(20..40), Some(60..200)]),
+            vec![0..20, 40..60]
+        );
+        assert_eq!(
+            gaps(50..60, &[Some(0..100), None]),
+            Vec::<std::ops::Range<u64>>::new()
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! Opening a partition after a clean stop or a crash.
+//!
+//! 1. Every write buffer whose header says it is unflushed is written to the
+//!    value log at the offset its header names, the value log is synced, and
+//!    only then is the buffer marked free. Replaying is idempotent: the bytes
+//!    below a buffer's fill never change while it is unflushed.
+//! 2. The key log is scanned and cut at the first frame that does not
+//!    verify (see [`crate::keylog`]).
+//! 3. New records start past everything in the value log.
+//!
+//! If the disk is too full to replay a buffer, the partition opens
+//! read-only: the buffer stays unflushed, its records are served from its
+//! mapping, and the next open tries again.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::aligned::align_up;
+use crate::buffer::{BufferState, WriteBuffer};
+use crate::disk::{Disk, DiskFile, FileKind};
+use crate::error::{Result, StorageError};
+use crate::keylog::{KeyLog, ScanSummary};
+use crate::manifest::Manifest;
+use crate::partition::{Slot, State};
+
+/// What recovery did for one partition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionRecovery {
+    /// Unflushed buffers written to the value log.
+    pub replayed_buffers: usize,
+    /// Bytes written while replaying them.
+    pub replayed_bytes: u64,
+    /// The key-log scan.
+    pub keylog: ScanSummary,
+    /// Where new records start in the value log.
+    pub next_base: u64,
+}
+
+/// The opened parts of a partition, ready to serve.
+pub(crate) struct Recovered {
+    pub(crate) vlog: Arc<dyn DiskFile>,
+    pub(crate) buffers: [Arc<WriteBuffer>; 2],
+    pub(crate) state: State,
+    pub(crate) report: PartitionRecovery,
+    /// Set when a buffer could not be replayed for want of space.
+    pub(crate) read_only_reason: Option<String>,
+}
+
+/// Directory of partition `id` inside the data directory.
+pub(crate) fn partition_dir(data_dir: &Path, id: usize) -> std::path::PathBuf {
+    data_dir.join(format!("p{id:03}"))
+}
+
+pub(crate) fn recover_partition(
+    disk: &dyn Disk,
+    data_dir: &Path,
+    id: usize,
+    manifest: &Manifest,
+) -> Result<Recovered> {
+    let dir = partition_dir(data_dir, id);
+    let ctx = |what: &str, e| StorageError::io(format!("{what} in {}", dir.display()), e);
+    let created = !dir.exists();
+    if created {
+        disk.create_dir_all(&dir)
+            .map_err(|e| ctx("creating the partition directory", e))?;
+    }
+    let vlog = disk
+        .open(&dir.join("value.log"), FileKind::Direct, true)
+        .map_err(|e| open_vlog_error(data_dir, e))?;
+    let mut buffers = Vec::with_capacity(2);
+    for index in 0..2 {
+        let path = dir.join(format!("buffer.{index}"));
+        let (buffer, _) = WriteBuffer::open(disk, &path, manifest.buffer_bytes)
+            .map_err(|e| ctx(&format!("opening write buffer {index}"), e))?;
+        buffers.push(Arc::new(buffer));
+    }
+    let (keylog, scan) = KeyLog::open(disk, &dir.join("key.log"), manifest.keylog_chunk_bytes)
+        .map_err(|e| ctx("opening the key log", e))?;
+    if created {
+        disk.sync_dir(&dir)
+            .and_then(|()| disk.sync_dir(data_dir))
+            .map_err(|e| ctx("syncing the new partition directory", e))?;
+    }
+
+    let mut report = PartitionRecovery {
+        keylog: scan,
+        ..PartitionRecovery::default()
+    };
+    let mut slots = [Slot::Free, Slot::Free];
+    let mut read_only_reason = None;
+    let mut replayed = Vec::new();
+    for (index, buffer) in buffers.iter().enumerate() {
+        let header = buffer.header();
+        if !header.state.is_unflushed() {
+            continue;
+        }
+        if header.fill == 0 || header.fill as usize > buffer.capacity() {
+            buffer.set_state(BufferState::Free);
+            continue;
+        }
+        let padded = align_up(header.fill) as usize;
+        // SAFETY: nothing else uses the buffer during recovery.
+        let data = unsafe { buffer.data(0, padded.min(buffer.capacity())) };
+        match vlog.write_at(data, header.base) {
+            Ok(()) => {
+                report.replayed_buffers += 1;
+                report.replayed_bytes += data.len() as u64;
+                replayed.push(index);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                read_only_reason = Some(format!(
+                    "the disk is too full to recover partition {id} ({} unflushed bytes at value-log offset {}); \
+                     free space and restart to make it writable",
+                    header.fill, header.base
+                ));
+                slots[index] = Slot::Sealed {
+                    base: header.base,
+                    fill: header.fill,
+                    synced: header.fill,
+                };
+            }
+            Err(e) => return Err(ctx("replaying an unflushed write buffer", e)),
+        }
+    }
+    if !replayed.is_empty() {
+        vlog.sync_data()
+            .map_err(|e| ctx("syncing the value log after replay", e))?;
+        for index in replayed {
+            buffers[index].set_state(BufferState::Free);
+            buffers[index]
+                .sync_header()
+                .map_err(|e| ctx("marking a replayed buffer free", e))?;
+        }
+    }
+    let vlog_len = vlog
+        .len_bytes()
+        .map_err(|e| ctx("reading the value-log length", e))?;
+    let mut next_base = align_up(vlog_len);
+    for slot in &slots {
+        if let Some(held) = slot.unflushed() {
+            next_base = next_base.max(align_up(held.end));
+        }
+    }
+    report.next_base = next_base;
+    let [b0, b1]: [Arc<WriteBuffer>; 2] = buffers
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("two buffers"));
+    Ok(Recovered {
+        vlog,
+        buffers: [b0, b1],
+        state: State::new(keylog, slots, next_base),
+        report,
+        read_only_reason,
+    })
+}
+
+fn open_vlog_error(data_dir: &Path, e: std::io::Error) -> StorageError {
+    if e.raw_os_error() == Some(libc::EINVAL) {
+        StorageError::DirectIoUnsupported {
+            dir: data_dir.to_path_buf(),
+            source: e,
+        }
+    } else {
+        StorageError::io(
+            format!("opening the value log in {}", data_dir.display()),
+            e,
+        )
+    }
+}
+
+/// Checks that the data directory's file system accepts O_DIRECT writes by
+/// writing one aligned block to a scratch file.
+pub(crate) fn probe_direct_io(disk: &dyn Disk, data_dir: &Path) -> Result<()> {
+    let path = data_dir.join("DIRECT_IO_PROBE");
+    let unsupported = |source| StorageError::DirectIoUnsupported {
+        dir: data_dir.to_path_buf(),
+        source,
+    };
+    let file = disk
+        .open(&path, FileKind::Direct, true)
+        .map_err(|e| open_vlog_error(data_dir, e))?;
+    let block = crate::aligned::AlignedBuf::zeroed(crate::aligned::DIRECT_ALIGN);
+    let written = file.write_at(&block, 0);
+    drop(file);
+    let _ = disk.remove_file(&path);
+    match written {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Err(unsupported(e)),
+        Err(e) => Err(StorageError::io(
+            format!("probing O_DIRECT in {}", data_dir.display()),
+            e,
+        )),
+    }
+}
