@@ -15,13 +15,12 @@ use support::{build_index, get, small_config, value_for};
 
 const PARTITIONS: usize = 2;
 
+/// Acknowledged (key, value) pairs.
+type Acked = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Puts numbered keys until one fails; returns the acknowledged ones and
 /// the error.
-fn put_until_error(
-    engine: &StorageEngine,
-    start: usize,
-    len: usize,
-) -> (Vec<(Vec<u8>, Vec<u8>)>, StorageError) {
+fn put_until_error(engine: &StorageEngine, start: usize, len: usize) -> (Acked, StorageError) {
     let mut acked = Vec::new();
     for i in start..start + 100_000 {
         let key = format!("key-{i:06}").into_bytes();
@@ -283,7 +282,7 @@ fn mmap_durability_does_not_survive_a_power_cut() {
     let lost = journal
         .acked
         .iter()
-        .filter(|(key, value)| value.is_some() && index.get(*key).is_none())
+        .filter(|(key, value)| value.is_some() && !index.contains_key(*key))
         .count();
     assert!(
         lost > 0,
