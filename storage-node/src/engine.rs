@@ -171,6 +171,7 @@ impl StorageEngine {
                 r.vlog,
                 r.buffers,
                 r.state,
+                r.vlog_allocated,
             )));
         }
         let mut flushers = Vec::new();

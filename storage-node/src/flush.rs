@@ -47,8 +47,8 @@ impl Partition {
             // below.
             let data = unsafe { buffer.data(0, padded) };
             let result = self
-                .vlog
-                .write_at(data, base)
+                .ensure_vlog_allocated(base + padded as u64)
+                .and_then(|()| self.vlog.write_at(data, base))
                 .and_then(|()| self.sync_if(|| self.vlog.sync_data()))
                 .and_then(|()| {
                     buffer.set_state(BufferState::Free);

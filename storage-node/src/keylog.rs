@@ -30,6 +30,8 @@ pub struct ScanSummary {
     pub frames: u64,
     /// Entries in verified frames.
     pub entries: u64,
+    /// End of the furthest value-log record any verified entry points at.
+    pub max_value_end: u64,
     /// Position where the log was cut (the end of the verified frames).
     pub end: u64,
     /// Bytes of torn or stale data zeroed after the cut.
@@ -120,7 +122,11 @@ impl KeyLog {
                         let max = entries.max_seq();
                         summary.max_seq = summary.max_seq.max(max);
                         summary.frames += 1;
-                        summary.entries += entries.iter().count() as u64;
+                        for entry in entries.iter().flatten() {
+                            summary.entries += 1;
+                            let end = entry.value_offset + entry.record_len() as u64;
+                            summary.max_value_end = summary.max_value_end.max(end);
+                        }
                         self.chunk_max_seq[index] = self.chunk_max_seq[index].max(max);
                         within += used;
                     }

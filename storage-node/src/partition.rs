@@ -182,7 +182,14 @@ pub(crate) struct Partition {
     pub(crate) flush_wanted: Condvar,
     pub(crate) commit: crate::flush::GroupCommit,
     pub(crate) counters: Counters,
+    /// Bytes of the value log allocated on disk. Writes land inside it, so
+    /// they never extend the file (which would serialise them in the file
+    /// system) and a full disk shows up at an explicit allocation.
+    vlog_allocated: Mutex<u64>,
 }
+
+/// The value log is preallocated this far ahead of the writes.
+const VLOG_PREALLOCATE_BYTES: u64 = 32 << 20;
 
 impl Partition {
     pub(crate) fn new(
@@ -191,6 +198,7 @@ impl Partition {
         vlog: Arc<dyn DiskFile>,
         buffers: [Arc<WriteBuffer>; 2],
         state: State,
+        vlog_allocated: u64,
     ) -> Self {
         let keylog_end = state.keylog.end();
         Self {
@@ -203,7 +211,21 @@ impl Partition {
             flush_wanted: Condvar::new(),
             commit: crate::flush::GroupCommit::new(keylog_end),
             counters: Counters::default(),
+            vlog_allocated: Mutex::new(vlog_allocated),
         }
+    }
+
+    /// Makes sure the value log is allocated up to `end`, allocating
+    /// [`VLOG_PREALLOCATE_BYTES`] ahead when it is not.
+    pub(crate) fn ensure_vlog_allocated(&self, end: u64) -> std::io::Result<()> {
+        let mut allocated = self.vlog_allocated.lock();
+        if end <= *allocated {
+            return Ok(());
+        }
+        let target = align_up(end + VLOG_PREALLOCATE_BYTES);
+        self.vlog.allocate(*allocated, target - *allocated)?;
+        *allocated = target;
+        Ok(())
     }
 
     fn capacity(&self) -> usize {
@@ -476,13 +498,16 @@ impl Partition {
             record::encode_value_record(&mut buf, seq, key, value);
             let padded = align_up(len as u64) as usize;
             let data = &buf.spare_aligned_mut()[..padded];
-            let result = self.vlog.write_at(data, offset).and_then(|()| {
-                if self.shared.durability == Durability::Sync {
-                    self.vlog.sync_data()
-                } else {
-                    Ok(())
-                }
-            });
+            let result = self
+                .ensure_vlog_allocated(offset + padded as u64)
+                .and_then(|()| self.vlog.write_at(data, offset))
+                .and_then(|()| {
+                    if self.shared.durability == Durability::Sync {
+                        self.vlog.sync_data()
+                    } else {
+                        Ok(())
+                    }
+                });
             if let Err(e) = result {
                 let err = StorageError::io(
                     format!(

@@ -6,7 +6,8 @@
 //!    below a buffer's fill never change while it is unflushed.
 //! 2. The key log is scanned and cut at the first frame that does not
 //!    verify (see [`crate::keylog`]).
-//! 3. New records start past everything in the value log.
+//! 3. New records start past every record the key log points at and every
+//!    range a buffer covered.
 //!
 //! If the disk is too full to replay a buffer, the partition opens
 //! read-only: the buffer stays unflushed, its records are served from its
@@ -42,6 +43,8 @@ pub(crate) struct Recovered {
     pub(crate) buffers: [Arc<WriteBuffer>; 2],
     pub(crate) state: State,
     pub(crate) report: PartitionRecovery,
+    /// Bytes of the value log allocated on disk (its length).
+    pub(crate) vlog_allocated: u64,
     /// Set when a buffer could not be replayed for want of space.
     pub(crate) read_only_reason: Option<String>,
 }
@@ -132,15 +135,19 @@ pub(crate) fn recover_partition(
                 .map_err(|e| ctx("marking a replayed buffer free", e))?;
         }
     }
-    let vlog_len = vlog
+    // New records go past every record the key log points at and past
+    // every range a buffer ever covered. (The file length says nothing: the
+    // value log is preallocated ahead of its data.)
+    let mut next_base = align_up(scan.max_value_end);
+    for buffer in &buffers {
+        let header = buffer.header();
+        next_base = next_base.max(align_up(
+            header.base + header.fill.min(buffer.capacity() as u64),
+        ));
+    }
+    let vlog_allocated = vlog
         .len_bytes()
         .map_err(|e| ctx("reading the value-log length", e))?;
-    let mut next_base = align_up(vlog_len);
-    for slot in &slots {
-        if let Some(held) = slot.unflushed() {
-            next_base = next_base.max(align_up(held.end));
-        }
-    }
     report.next_base = next_base;
     let [b0, b1]: [Arc<WriteBuffer>; 2] = buffers
         .try_into()
@@ -150,6 +157,7 @@ pub(crate) fn recover_partition(
         buffers: [b0, b1],
         state: State::new(keylog, slots, next_base),
         report,
+        vlog_allocated,
         read_only_reason,
     })
 }
