@@ -41,7 +41,7 @@ fn main() {
     let per_thread = total_bytes / VALUE_BYTES as u64 / THREADS as u64;
     println!(
         "engine: {THREADS} threads x {per_thread} puts of {VALUE_BYTES} B = {} MiB ({}x the {} MiB of buffers), io engine {}",
-        per_thread * THREADS as u64 * VALUE_BYTES as u64 >> 20,
+        (per_thread * THREADS as u64 * VALUE_BYTES as u64) >> 20,
         per_thread * THREADS as u64 * VALUE_BYTES as u64 / buffers_bytes,
         buffers_bytes >> 20,
         engine.io_engine(),
