@@ -7,6 +7,8 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
+use splitkv_common::message::WriteAck;
+
 use crate::config::{Durability, EngineConfig, Limits};
 use crate::disk::{Disk, OsDisk};
 use crate::error::{Result, StorageError};
@@ -244,20 +246,21 @@ impl StorageEngine {
     /// Puts `key` = `value` into `partition` and returns its sequence number
     /// once acknowledged (see [`StorageEngine::write`]).
     pub fn put(&self, partition: usize, key: &[u8], value: &[u8]) -> Result<u64> {
-        let mut seq = [0];
-        self.write(partition, None, &[WriteOp::Put { key, value }], &mut seq)?;
-        Ok(seq[0])
+        let mut ack = [WriteAck::default()];
+        self.write(partition, None, &[WriteOp::Put { key, value }], &mut ack)?;
+        Ok(ack[0].seq)
     }
 
     /// Deletes `key` (writes a tombstone into `partition`'s key log).
     pub fn delete(&self, partition: usize, key: &[u8]) -> Result<u64> {
-        let mut seq = [0];
-        self.write(partition, None, &[WriteOp::Delete { key }], &mut seq)?;
-        Ok(seq[0])
+        let mut ack = [WriteAck::default()];
+        self.write(partition, None, &[WriteOp::Delete { key }], &mut ack)?;
+        Ok(ack[0].seq)
     }
 
-    /// Applies `ops` to `partition` as one unit and writes one sequence
-    /// number per op into `seqs`.
+    /// Applies `ops` to `partition` as one unit and writes one
+    /// acknowledgement (sequence number and value-log offset) per op into
+    /// `acks`.
     ///
     /// Guarantees on return: every op is in the key log, after every write
     /// acknowledged before it in this partition; in `mmap` durability it
@@ -270,9 +273,23 @@ impl StorageEngine {
         partition: usize,
         epoch: Option<u64>,
         ops: &[WriteOp<'_>],
-        seqs: &mut [u64],
+        acks: &mut [WriteAck],
     ) -> Result<()> {
-        self.partition(partition)?.write(ops, epoch, seqs)
+        self.partition(partition)?.write(ops, epoch, acks, true)
+    }
+
+    /// Like [`StorageEngine::write`], but never waits: where `write` would
+    /// wait for a buffer to be flushed, write a record too large for a
+    /// buffer, or sync, it returns [`StorageError::WouldBlock`] having
+    /// committed nothing, so an async caller can retry on a blocking thread.
+    pub fn try_write(
+        &self,
+        partition: usize,
+        epoch: Option<u64>,
+        ops: &[WriteOp<'_>],
+        acks: &mut [WriteAck],
+    ) -> Result<()> {
+        self.partition(partition)?.write(ops, epoch, acks, false)
     }
 
     /// Reads the record at `offset` of `len` bytes in `partition`, verifying

@@ -109,6 +109,10 @@ pub enum StorageError {
     /// The engine is shutting down.
     #[error("storage engine is shutting down")]
     ShuttingDown,
+    /// Only from [`StorageEngine::try_write`](crate::StorageEngine::try_write):
+    /// the write would have to wait; nothing was committed.
+    #[error("the write would block")]
+    WouldBlock,
 }
 
 impl StorageError {

@@ -30,4 +30,5 @@ pub use error::StorageError;
 pub use keylog::ScanSummary;
 pub use partition::WriteOp;
 pub use read::{ExportProgress, MAX_RANGE_BYTES, RangeRead, RecordBytes};
+pub use splitkv_common::message::WriteAck;
 pub use uring::IoEngineKind;

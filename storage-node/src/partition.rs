@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
+use splitkv_common::message::WriteAck;
 use splitkv_common::record::{self, EntryKind, FrameBuilder, KeyEntry};
 
 use crate::aligned::{AlignedBuf, align_up};
@@ -236,18 +237,29 @@ impl Partition {
     /// sequence numbers. Returns when the unit is acknowledged: its frame is
     /// in the key log (and, in sync mode, durable). After a crash either all
     /// of it or none of it is there.
+    ///
+    /// With `wait == false` it returns [`StorageError::WouldBlock`] instead
+    /// of waiting for a free buffer, for a record too large for a buffer
+    /// (which needs a write of its own) and in sync durability (which needs
+    /// an msync); nothing is committed then.
     pub(crate) fn write(
         &self,
         ops: &[WriteOp<'_>],
         epoch: Option<u64>,
-        seqs: &mut [u64],
+        acks: &mut [WriteAck],
+        wait: bool,
     ) -> Result<()> {
-        assert_eq!(ops.len(), seqs.len(), "one sequence number per operation");
+        assert_eq!(ops.len(), acks.len(), "one acknowledgement per operation");
         self.validate(ops)?;
+        let needs_io =
+            self.shared.durability == Durability::Sync || ops.iter().any(|op| self.is_large(op));
+        if !wait && needs_io {
+            return Err(StorageError::WouldBlock);
+        }
         let mut st = self.state.lock();
         self.check_writable(&st, epoch)?;
         let mut scratch = st.scratch.pop().unwrap_or_default();
-        let result = self.write_locked(&mut st, ops, epoch, seqs, &mut scratch);
+        let result = self.write_locked(&mut st, ops, epoch, acks, wait, &mut scratch);
         st.scratch.push(scratch);
         let keylog_end = result?;
         drop(st);
@@ -257,12 +269,22 @@ impl Partition {
         Ok(())
     }
 
+    fn is_large(&self, op: &WriteOp<'_>) -> bool {
+        match op {
+            WriteOp::Put { key, value } => {
+                record::value_record_len(key.len(), value.len()) > self.capacity()
+            }
+            WriteOp::Delete { .. } => false,
+        }
+    }
+
     fn write_locked(
         &self,
         st: &mut MutexGuard<'_, State>,
         ops: &[WriteOp<'_>],
         epoch: Option<u64>,
-        seqs: &mut [u64],
+        acks: &mut [WriteAck],
+        wait: bool,
         scratch: &mut Scratch,
     ) -> Result<u64> {
         scratch.frame.begin();
@@ -273,7 +295,7 @@ impl Partition {
                 WriteOp::Put { key, value } => {
                     let len = record::value_record_len(key.len(), value.len());
                     let (offset, seq) = if len <= self.capacity() {
-                        self.copy_into_buffer(st, key, value)?
+                        self.copy_into_buffer(st, key, value, wait)?
                     } else {
                         let region = self.reserve_large(st, len);
                         let seq = self.shared.next_seq();
@@ -281,18 +303,21 @@ impl Partition {
                         scratch.large.push(LargeWrite { op: i, region, seq });
                         (offset, seq)
                     };
-                    seqs[i] = seq;
+                    acks[i] = WriteAck { seq, offset };
                     (EntryKind::Put, offset, value.len() as u32)
                 }
                 WriteOp::Delete { .. } => {
-                    seqs[i] = self.shared.next_seq();
+                    acks[i] = WriteAck {
+                        seq: self.shared.next_seq(),
+                        offset: 0,
+                    };
                     (EntryKind::Delete, 0, 0)
                 }
             };
-            max_seq = max_seq.max(seqs[i]);
+            max_seq = max_seq.max(acks[i].seq);
             scratch.frame.push(&KeyEntry {
                 kind,
-                seq: seqs[i],
+                seq: acks[i].seq,
                 value_offset,
                 value_len,
                 key: op.key(),
@@ -393,9 +418,10 @@ impl Partition {
         st: &mut MutexGuard<'_, State>,
         key: &[u8],
         value: &[u8],
+        wait: bool,
     ) -> Result<(u64, u64)> {
         let len = record::value_record_len(key.len(), value.len());
-        let (slot, at) = self.reserve_in_buffer(st, len)?;
+        let (slot, at) = self.reserve_in_buffer(st, len, wait)?;
         let seq = self.shared.next_seq();
         let buffer = &self.buffers[slot];
         // SAFETY: bytes past the fill of the active buffer are touched by no
@@ -415,6 +441,7 @@ impl Partition {
         &self,
         st: &mut MutexGuard<'_, State>,
         len: usize,
+        wait: bool,
     ) -> Result<(usize, usize)> {
         loop {
             if let Some(active) = st.active {
@@ -443,6 +470,9 @@ impl Partition {
             self.shared.check_writable()?;
             if st.closing {
                 return Err(StorageError::ShuttingDown);
+            }
+            if !wait {
+                return Err(StorageError::WouldBlock);
             }
             self.buffer_freed.wait(st);
         }

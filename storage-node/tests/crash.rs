@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
-use storage_node::{StorageEngine, WriteOp};
+use storage_node::{StorageEngine, WriteAck, WriteOp};
 use support::faults::{FaultDisk, FaultPlan};
 use support::{build_index, get, small_config, value_for};
 
@@ -155,10 +155,10 @@ fn run_child(dir: &str) {
                     for (key, op) in names.iter().zip(&ops) {
                         report(format!("B {batch_id} {key} {}", op.render()));
                     }
-                    let mut seqs = vec![0; write_ops.len()];
+                    let mut acks = vec![WriteAck::default(); write_ops.len()];
                     let partition = rng.random_range(0..PARTITIONS);
                     engine
-                        .write(partition, None, &write_ops, &mut seqs)
+                        .write(partition, None, &write_ops, &mut acks)
                         .expect("write");
                     report(format!("K {batch_id}"));
                 }

@@ -6,7 +6,7 @@ mod support;
 
 use std::process::Command;
 
-use storage_node::{EngineConfig, StorageEngine, StorageError, WriteOp};
+use storage_node::{EngineConfig, StorageEngine, StorageError, WriteAck, WriteOp};
 use support::{build_index, get, small_config, value_for};
 
 fn open(dir: &std::path::Path) -> StorageEngine {
@@ -147,17 +147,19 @@ fn a_batch_is_one_unit_with_one_sequence_each() {
             value: b"3",
         },
     ];
-    let mut seqs = [0u64; 4];
-    engine.write(2, None, &ops, &mut seqs).expect("batch");
+    let mut acks = [WriteAck::default(); 4];
+    engine.write(2, None, &ops, &mut acks).expect("batch");
     assert!(
-        seqs.windows(2).all(|w| w[0] < w[1]),
-        "seqs in op order: {seqs:?}"
+        acks.windows(2).all(|w| w[0].seq < w[1].seq),
+        "seqs in op order: {acks:?}"
     );
     let index = build_index(&engine);
     assert_eq!(get(&engine, &index, b"a").as_deref(), Some(&b"1"[..]));
     assert_eq!(get(&engine, &index, b"b"), Some(big));
     assert_eq!(get(&engine, &index, b"old"), None);
-    assert_eq!(index[&b"c"[..]].seq, seqs[3]);
+    assert_eq!(index[&b"c"[..]].seq, acks[3].seq);
+    assert_eq!(index[&b"c"[..]].offset, acks[3].offset);
+    assert_eq!(acks[2].offset, 0, "a delete has no record");
 }
 
 #[test]
@@ -294,7 +296,7 @@ fn a_new_writer_epoch_fences_the_old_one() {
     let epoch = {
         let engine = open(dir.path());
         let first = engine.begin_writer_epoch().expect("epoch");
-        let mut seq = [0];
+        let mut seq = [WriteAck::default()];
         let op = [WriteOp::Put {
             key: b"k",
             value: b"v",

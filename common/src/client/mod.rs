@@ -1,0 +1,679 @@
+//! The client a compute node uses to talk to a storage node: one persistent
+//! QUIC connection per partition (connection `i` writes partition `i`), each
+//! with a long-lived control stream on which many requests are in flight,
+//! plus a stream of its own for each bulk transfer.
+//!
+//! Requests return a [`Call`], which can be awaited or waited for from a
+//! plain thread. Every request has a deadline. When a connection drops,
+//! the requests waiting on it fail at once and the link reconnects in the
+//! background with backoff, presenting the same writer epoch; a newer
+//! writer fences this one for good.
+
+mod call;
+mod link;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use thiserror::Error;
+
+pub use call::Call;
+use call::{Reply, unexpected};
+use link::{Link, encode_frame};
+
+use crate::frame::FrameDecoder;
+use crate::message::{
+    self, PartitionReport, Request, RequestBody, ResponseBody, StatsReport, WireError, WriteAck,
+};
+use crate::tls::NodeIdentity;
+use crate::transport::TransportSettings;
+
+/// Why a request failed on the client's side of the wire.
+#[derive(Debug, Clone, Error)]
+pub enum ClientError {
+    /// The storage node could not be reached.
+    #[error("cannot connect to the storage node at {server}: {reason}")]
+    Connect {
+        /// The address asked for.
+        server: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The TLS handshake failed: the storage node refused this node's
+    /// certificate, or this node refused the storage node's.
+    #[error("the TLS handshake with {server} failed (certificate refused?): {reason}")]
+    Refused {
+        /// The address asked for.
+        server: String,
+        /// The TLS alert or reason given.
+        reason: String,
+    },
+    /// The storage node answered with an error.
+    #[error("{0}")]
+    Storage(WireError),
+    /// The connection dropped while the request was in flight; it may or may
+    /// not have been carried out.
+    #[error("connection to the storage node lost: {reason}")]
+    ConnectionLost {
+        /// Why.
+        reason: String,
+    },
+    /// The connection is down and being re-established.
+    #[error("connection {link} to the storage node is down; reconnecting")]
+    Unavailable {
+        /// The link.
+        link: usize,
+    },
+    /// No response within the request deadline; the request may or may not
+    /// have been carried out.
+    #[error("no response from the storage node within {after_ms} ms")]
+    DeadlineExceeded {
+        /// The deadline.
+        after_ms: u64,
+    },
+    /// A newer writer has taken over; this client may only read.
+    #[error("this writer was fenced by a newer one")]
+    Fenced,
+    /// The storage node sent something this client cannot understand.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The client is closed.
+    #[error("the storage client is closed")]
+    ShutDown,
+}
+
+impl ClientError {
+    /// True if the request may have been carried out even though it failed
+    /// (lost connection, missed deadline), so a caller should find out
+    /// rather than assume.
+    pub fn is_uncertain(&self) -> bool {
+        matches!(
+            self,
+            ClientError::ConnectionLost { .. } | ClientError::DeadlineExceeded { .. }
+        )
+    }
+}
+
+/// Called with a link's index each time it reconnects.
+pub type ReconnectHook = Arc<dyn Fn(usize) + Send + Sync>;
+
+/// How to reach a storage node.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// `host:port` of the storage node. The host is also the name its
+    /// certificate must carry.
+    pub server: String,
+    /// This node's certificate, key and the cluster CA.
+    pub identity: Arc<NodeIdentity>,
+    /// Writer (the default) takes a new writer epoch, fencing older
+    /// writers; a reader only reads.
+    pub writer: bool,
+    /// Deadline of each request.
+    pub request_timeout_ms: u64,
+    /// Deadline of each connection attempt, handshake included.
+    pub connect_timeout_ms: u64,
+    /// Transport settings.
+    pub transport: TransportSettings,
+    /// Frame limit for responses (at least the largest record).
+    pub max_frame_bytes: usize,
+    /// Called after a link reconnects (for example to catch up on the
+    /// partition's key log).
+    pub on_reconnect: Option<ReconnectHook>,
+}
+
+impl ClientConfig {
+    /// A writer's configuration with default deadlines and transport.
+    pub fn new(server: impl Into<String>, identity: Arc<NodeIdentity>) -> Self {
+        Self {
+            server: server.into(),
+            identity,
+            writer: true,
+            request_timeout_ms: 5_000,
+            connect_timeout_ms: 5_000,
+            transport: TransportSettings::default(),
+            max_frame_bytes: message::max_frame_bytes(
+                crate::limits::DEFAULT_MAX_KEY_BYTES,
+                crate::limits::DEFAULT_MAX_VALUE_BYTES,
+            ),
+            on_reconnect: None,
+        }
+    }
+}
+
+/// What the storage node said in its `Welcome`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Welcome {
+    /// Partition count.
+    pub partitions: usize,
+    /// Writer epoch held (0 for readers).
+    pub epoch: u64,
+    /// The node's key limit.
+    pub max_key_bytes: usize,
+    /// The node's value limit.
+    pub max_value_bytes: usize,
+    /// The node's I/O engine.
+    pub io_engine: String,
+}
+
+/// State shared by the client and its links' tasks.
+pub(crate) struct Shared {
+    config: ClientConfig,
+    endpoint: quinn::Endpoint,
+    quic: quinn::ClientConfig,
+    server_name: String,
+    writer: bool,
+    epoch: AtomicU64,
+    fenced: AtomicBool,
+    closing: AtomicBool,
+    max_frame_bytes: usize,
+    links: OnceLock<Vec<Arc<Link>>>,
+}
+
+impl Shared {
+    fn links(&self) -> &[Arc<Link>] {
+        self.links.get().map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The epoch a link presents: none before the first link has one.
+    fn epoch_for_hello(&self) -> Option<u64> {
+        match self.epoch.load(Ordering::Acquire) {
+            0 => None,
+            e => Some(e),
+        }
+    }
+
+    /// Resolves the server address (again on every connection attempt: a
+    /// restarted node may have a new address).
+    async fn resolve(&self) -> Result<SocketAddr, ClientError> {
+        let mut addrs = tokio::net::lookup_host(&self.config.server)
+            .await
+            .map_err(|e| ClientError::Connect {
+                server: self.config.server.clone(),
+                reason: format!("cannot resolve: {e}"),
+            })?;
+        addrs.next().ok_or_else(|| ClientError::Connect {
+            server: self.config.server.clone(),
+            reason: "the name resolves to no address".into(),
+        })
+    }
+}
+
+/// A connected client: one link per partition.
+pub struct StorageClient {
+    shared: Arc<Shared>,
+    welcome: Welcome,
+    next_id: AtomicU64,
+    runtime: tokio::runtime::Handle,
+}
+
+/// Splits `host:port` into the host (the TLS server name).
+fn host_of(server: &str) -> &str {
+    let host = match server.rsplit_once(':') {
+        Some((host, _)) => host,
+        None => server,
+    };
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+impl StorageClient {
+    /// Connects to the storage node: the first link learns the partition
+    /// count (and, for a writer, begins a new writer epoch, fencing every
+    /// older writer); then one link per partition is opened in parallel.
+    /// Must be called inside a tokio runtime, which the client's tasks use.
+    pub async fn connect(config: ClientConfig) -> Result<Self, ClientError> {
+        let transport = Arc::new(config.transport.transport_config());
+        let quic = config
+            .identity
+            .client_config(transport)
+            .map_err(|e| ClientError::Connect {
+                server: config.server.clone(),
+                reason: e.to_string(),
+            })?;
+        let server_name = host_of(&config.server).to_string();
+        let probe_addr: SocketAddr = tokio::net::lookup_host(&config.server)
+            .await
+            .ok()
+            .and_then(|mut a| a.next())
+            .unwrap_or_else(|| "0.0.0.0:0".parse().expect("literal address"));
+        let endpoint =
+            config
+                .transport
+                .client_endpoint(probe_addr)
+                .map_err(|e| ClientError::Connect {
+                    server: config.server.clone(),
+                    reason: format!("cannot open a UDP socket: {e}"),
+                })?;
+        let shared = Arc::new(Shared {
+            writer: config.writer,
+            max_frame_bytes: config.max_frame_bytes,
+            config,
+            endpoint,
+            quic,
+            server_name,
+            epoch: AtomicU64::new(0),
+            fenced: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            links: OnceLock::new(),
+        });
+        let (first, welcome) = link::establish(&shared, 0).await?;
+        shared.epoch.store(welcome.epoch, Ordering::Release);
+        let mut links = vec![Arc::new(Link::new(first))];
+        let rest = (1..welcome.partitions).map(|i| {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move { link::establish(&shared, i).await })
+        });
+        let rest: Vec<_> = rest.collect();
+        for handle in rest {
+            let (live, _) = handle.await.map_err(|e| ClientError::Connect {
+                server: shared.config.server.clone(),
+                reason: format!("connection task failed: {e}"),
+            })??;
+            links.push(Arc::new(Link::new(live)));
+        }
+        let _ = shared.links.set(links);
+        spawn_sweeper(Arc::downgrade(&shared));
+        Ok(Self {
+            shared,
+            welcome,
+            next_id: AtomicU64::new(1),
+            runtime: tokio::runtime::Handle::current(),
+        })
+    }
+
+    /// What the storage node announced.
+    pub fn welcome(&self) -> &Welcome {
+        &self.welcome
+    }
+
+    /// Number of partitions (and links).
+    pub fn partitions(&self) -> usize {
+        self.welcome.partitions
+    }
+
+    /// The writer epoch this client holds.
+    pub fn epoch(&self) -> u64 {
+        self.shared.epoch.load(Ordering::Acquire)
+    }
+
+    /// True once a newer writer has fenced this one.
+    pub fn is_fenced(&self) -> bool {
+        self.shared.fenced.load(Ordering::Acquire)
+    }
+
+    /// True if link `link` is connected.
+    pub fn is_up(&self, link: usize) -> bool {
+        self.shared.links().get(link).is_some_and(|l| l.is_up())
+    }
+
+    /// How many times link `link` has reconnected.
+    pub fn generation(&self, link: usize) -> u64 {
+        self.shared
+            .links()
+            .get(link)
+            .map_or(0, |l| l.generation.load(Ordering::Acquire))
+    }
+
+    /// The datagram size MTU discovery has settled on for link `link`.
+    pub fn current_mtu(&self, link: usize) -> Option<u16> {
+        let live = self.shared.links().get(link)?.live()?;
+        Some(live.conn.stats().path.current_mtu)
+    }
+
+    fn live(&self, link: usize) -> Result<Arc<link::Live>, ClientError> {
+        if self.shared.closing.load(Ordering::Acquire) {
+            return Err(ClientError::ShutDown);
+        }
+        let slot = self.shared.links().get(link).ok_or_else(|| {
+            ClientError::Storage(WireError::NoSuchPartition {
+                partition: link as u32,
+                count: self.partitions() as u32,
+            })
+        })?;
+        slot.live().ok_or(ClientError::Unavailable { link })
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.shared.config.request_timeout_ms)
+    }
+
+    /// Sends a request on link `link`'s control stream.
+    fn call<T>(
+        &self,
+        link: usize,
+        body: RequestBody<'_>,
+        blob: &[u8],
+        convert: call::Convert<T>,
+    ) -> Result<Call<T>, ClientError> {
+        let live = self.live(link)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let frame = encode_frame(&Request { id, body }, blob);
+        let rx = live.send(id, frame, Instant::now() + self.timeout())?;
+        Ok(Call::new(rx, convert))
+    }
+
+    fn check_writer(&self) -> Result<(), ClientError> {
+        if self.is_fenced() {
+            Err(ClientError::Fenced)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Puts `key` = `value` through link `link` (into partition `link`).
+    pub fn put(
+        &self,
+        link: usize,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Call<WriteAck>, ClientError> {
+        self.check_writer()?;
+        self.call(link, RequestBody::Put { key }, value, |reply| {
+            match reply.body {
+                ResponseBody::Written(ack) => Ok(ack),
+                other => Err(unexpected(&other)),
+            }
+        })
+    }
+
+    /// Puts every pair through link `link` as one unit (all or none after a
+    /// crash). The acknowledgements come back in the same order.
+    pub fn put_many(
+        &self,
+        link: usize,
+        items: &[(&[u8], &[u8])],
+    ) -> Result<Call<Vec<WriteAck>>, ClientError> {
+        self.check_writer()?;
+        let keys = items.iter().map(|(k, _)| *k).collect();
+        let value_lens = items.iter().map(|(_, v)| v.len() as u32).collect();
+        let blob: Vec<u8> = items.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+        self.call(
+            link,
+            RequestBody::PutMany { keys, value_lens },
+            &blob,
+            |reply| match reply.body {
+                ResponseBody::WrittenMany(acks) => Ok(acks),
+                other => Err(unexpected(&other)),
+            },
+        )
+    }
+
+    /// Deletes `key` through link `link`.
+    pub fn delete(&self, link: usize, key: &[u8]) -> Result<Call<WriteAck>, ClientError> {
+        self.check_writer()?;
+        self.call(
+            link,
+            RequestBody::Delete { key },
+            &[],
+            |reply| match reply.body {
+                ResponseBody::Written(ack) => Ok(ack),
+                other => Err(unexpected(&other)),
+            },
+        )
+    }
+
+    /// Reads the record at a location (verified by the storage node; the
+    /// caller should check the key it expects).
+    pub fn get(
+        &self,
+        partition: usize,
+        offset: u64,
+        len: usize,
+    ) -> Result<Call<Bytes>, ClientError> {
+        let body = RequestBody::Get {
+            partition: partition as u32,
+            offset,
+            len: len as u32,
+        };
+        self.call(
+            partition % self.partitions().max(1),
+            body,
+            &[],
+            |reply| match reply.body {
+                ResponseBody::Record => Ok(reply.blob),
+                other => Err(unexpected(&other)),
+            },
+        )
+    }
+
+    /// Makes everything acknowledged durable against power loss.
+    pub fn sync(&self) -> Result<Call<()>, ClientError> {
+        self.call(0, RequestBody::Sync, &[], |reply: Reply| match reply.body {
+            ResponseBody::Synced => Ok(()),
+            other => Err(unexpected(&other)),
+        })
+    }
+
+    /// The storage node's counters and state.
+    pub fn stats(&self) -> Result<Call<StatsReport>, ClientError> {
+        self.call(0, RequestBody::Stats, &[], |reply| match reply.body {
+            ResponseBody::Stats(report) => Ok(report),
+            other => Err(unexpected(&other)),
+        })
+    }
+
+    /// A round trip on link `link`.
+    pub fn ping(&self, link: usize) -> Result<Call<()>, ClientError> {
+        self.call(link, RequestBody::Ping, &[], |reply| match reply.body {
+            ResponseBody::Pong => Ok(()),
+            other => Err(unexpected(&other)),
+        })
+    }
+
+    /// Waits until link `link` is up, or the deadline passes.
+    pub async fn wait_up(&self, link: usize, timeout: Duration) -> Result<(), ClientError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.is_fenced() {
+                return Err(ClientError::Fenced);
+            }
+            if self.live(link).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(ClientError::Unavailable { link });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Like [`StorageClient::wait_up`], blocking the thread.
+    pub fn wait_up_blocking(&self, link: usize, timeout: Duration) -> Result<(), ClientError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.is_fenced() {
+                return Err(ClientError::Fenced);
+            }
+            if self.live(link).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(ClientError::Unavailable { link });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Opens a bulk stream on `link`, sends `body`, and hands each response
+    /// frame to `on_frame` until it returns `Ok(true)` (done) or the stream
+    /// ends.
+    async fn bulk(
+        &self,
+        link: usize,
+        body: RequestBody<'_>,
+        mut on_frame: impl FnMut(ResponseBody, Bytes) -> Result<bool, ClientError>,
+    ) -> Result<(), ClientError> {
+        let live = self.live(link)?;
+        let frame = encode_frame(&Request { id: 0, body }, &[]);
+        let work = async {
+            let (mut send, mut recv) = live
+                .conn
+                .open_bi()
+                .await
+                .map_err(|e| link::connection_error(&self.shared, &e))?;
+            send.write_all(&frame)
+                .await
+                .map_err(|e| link::write_error(&self.shared, e))?;
+            let _ = send.finish();
+            let mut decoder = FrameDecoder::new(self.shared.max_frame_bytes);
+            loop {
+                let chunk = recv
+                    .read_chunk(4 << 20, true)
+                    .await
+                    .map_err(|e| link::read_error(&self.shared, e))?;
+                let Some(chunk) = chunk else {
+                    decoder
+                        .finish()
+                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                    return Err(ClientError::Protocol(
+                        "bulk stream ended before its last frame".into(),
+                    ));
+                };
+                decoder
+                    .push(&chunk.bytes)
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                while let Some(frame) = decoder
+                    .next_frame()
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?
+                {
+                    let response = message::decode_response(&frame)
+                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                    let body = response.body.map_err(ClientError::Storage)?;
+                    if on_frame(body, frame.blob)? {
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        tokio::time::timeout(self.timeout(), work)
+            .await
+            .unwrap_or(Err(ClientError::DeadlineExceeded {
+                after_ms: self.shared.config.request_timeout_ms,
+            }))
+    }
+
+    /// Reads up to `max_len` bytes of `partition`'s value log from `offset`
+    /// on a stream of its own. Returns the bytes (never past the committed
+    /// end) and the committed end.
+    pub async fn read_range(
+        &self,
+        partition: usize,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<(Bytes, u64), ClientError> {
+        let mut out = None;
+        let body = RequestBody::ReadRange {
+            partition: partition as u32,
+            offset,
+            max_len: max_len as u32,
+        };
+        let link = partition % self.partitions().max(1);
+        self.bulk(link, body, |body, blob| match body {
+            ResponseBody::Range { committed_end } => {
+                out = Some((blob, committed_end));
+                Ok(true)
+            }
+            other => Err(unexpected(&other)),
+        })
+        .await?;
+        out.ok_or_else(|| ClientError::Protocol("range read without a range".into()))
+    }
+
+    /// Like [`StorageClient::read_range`], blocking the thread (not for use
+    /// inside an async task).
+    pub fn read_range_blocking(
+        &self,
+        partition: usize,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<(Bytes, u64), ClientError> {
+        self.runtime
+            .block_on(self.read_range(partition, offset, max_len))
+    }
+
+    /// Streams `partition`'s key log from `from_seq` on: `on_chunk` receives
+    /// runs of whole, checksummed key-log frames. Returns the key-log end
+    /// the export caught up with.
+    pub async fn export_keylog(
+        &self,
+        partition: usize,
+        from_seq: u64,
+        mut on_chunk: impl FnMut(Bytes) -> Result<(), ClientError>,
+    ) -> Result<u64, ClientError> {
+        let mut end_seen = 0;
+        let body = RequestBody::ExportKeyLog {
+            partition: partition as u32,
+            from_seq,
+        };
+        let link = partition % self.partitions().max(1);
+        self.bulk(link, body, |body, blob| match body {
+            ResponseBody::ExportChunk { end, done, .. } => {
+                end_seen = end;
+                on_chunk(blob)?;
+                Ok(done)
+            }
+            other => Err(unexpected(&other)),
+        })
+        .await?;
+        Ok(end_seen)
+    }
+
+    /// The storage node's partition figures (convenience over `stats`).
+    pub fn partition_reports(&self) -> Result<Vec<PartitionReport>, ClientError> {
+        Ok(self.stats()?.wait_blocking()?.partitions)
+    }
+
+    /// Closes every connection; waiting requests fail with
+    /// [`ClientError::ShutDown`].
+    pub fn close(&self) {
+        self.shared.closing.store(true, Ordering::Release);
+        for link in self.shared.links() {
+            link.close();
+        }
+    }
+}
+
+impl Drop for StorageClient {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Fails requests past their deadline, every 20 ms, until the client is
+/// dropped.
+fn spawn_sweeper(shared: std::sync::Weak<Shared>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            if shared.closing.load(Ordering::Acquire) {
+                return;
+            }
+            let now = Instant::now();
+            let timeout = Duration::from_millis(shared.config.request_timeout_ms);
+            for link in shared.links() {
+                if let Some(live) = link.live() {
+                    live.expire(now, timeout);
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn server_names_come_from_the_address() {
+        assert_eq!(host_of("storage:7000"), "storage");
+        assert_eq!(host_of("127.0.0.1:7000"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:7000"), "::1");
+        assert_eq!(host_of("localhost"), "localhost");
+    }
+}

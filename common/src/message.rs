@@ -1,0 +1,473 @@
+//! The messages between compute and storage nodes: what each request and
+//! response means, and their encoding into frames (see [`crate::frame`]).
+//! Pure functions, no I/O.
+//!
+//! **Streams.** A client opens one long-lived bidirectional *control* stream
+//! per connection; its first request is [`Hello`], answered by
+//! [`ResponseBody::Welcome`]. Then requests flow with ids, and responses
+//! carry the id of their request; they may come back out of order, but
+//! writes on one control stream take effect in the order they were sent.
+//! Bulk requests ([`RequestBody::ReadRange`], [`RequestBody::ExportKeyLog`])
+//! each travel on a bidirectional stream of their own, so that they never
+//! hold up small requests.
+//!
+//! **Blobs.** Values, records, ranges and key-log chunks travel as the
+//! frame's blob, not inside the postcard meta.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::frame::{self, RawFrame};
+
+/// Version of this protocol; a node refuses a peer that speaks another.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Bytes of meta a frame may need on top of its blob (keys of a batch,
+/// lengths, ids): the frame limit is the largest key plus the largest value
+/// plus this.
+pub const FRAME_OVERHEAD_BYTES: usize = 64 << 10;
+
+/// The frame limit that follows from the key and value limits: a request
+/// carrying the largest key with the largest value fits.
+pub fn max_frame_bytes(max_key_bytes: usize, max_value_bytes: usize) -> usize {
+    max_key_bytes + max_value_bytes + FRAME_OVERHEAD_BYTES
+}
+
+/// The first request on a control stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The client's [`PROTOCOL_VERSION`].
+    pub protocol: u32,
+    /// What the connection is for.
+    pub role: Role,
+}
+
+/// What a connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// Writes go to `partition`. With `epoch: None` the storage node begins
+    /// a new writer epoch (fencing every older writer) and returns it; with
+    /// `Some(e)` the connection joins epoch `e`, which must be current.
+    Writer {
+        /// The partition this connection writes.
+        partition: u32,
+        /// The writer epoch to join, or `None` to begin a new one.
+        epoch: Option<u64>,
+    },
+    /// Reads only.
+    Reader,
+}
+
+/// A request. Bulk bytes (values) travel in the frame's blob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RequestBody<'a> {
+    /// Opens a control stream.
+    Hello(Hello),
+    /// Put `key`; the value is the blob.
+    Put {
+        /// The key.
+        #[serde(borrow)]
+        key: &'a [u8],
+    },
+    /// Put every key as one unit (all or none after a crash); the values are
+    /// the blob, concatenated, with their lengths here.
+    PutMany {
+        /// The keys, in order.
+        #[serde(borrow)]
+        keys: Vec<&'a [u8]>,
+        /// Length of each value in the blob, in the same order.
+        value_lens: Vec<u32>,
+    },
+    /// Delete `key`.
+    Delete {
+        /// The key.
+        #[serde(borrow)]
+        key: &'a [u8],
+    },
+    /// Read the record at a location.
+    Get {
+        /// Partition of the record.
+        partition: u32,
+        /// Value-log offset.
+        offset: u64,
+        /// Record length.
+        len: u32,
+    },
+    /// Read up to `max_len` bytes of a partition's value log (bulk stream).
+    ReadRange {
+        /// The partition.
+        partition: u32,
+        /// First byte.
+        offset: u64,
+        /// At most this many bytes (16 MiB at most).
+        max_len: u32,
+    },
+    /// Stream a partition's key log from `from_seq` on (bulk stream).
+    ExportKeyLog {
+        /// The partition.
+        partition: u32,
+        /// Only frames with an entry at or above this sequence number.
+        from_seq: u64,
+    },
+    /// Make everything acknowledged durable against power loss.
+    Sync,
+    /// Report counters and state.
+    Stats,
+    /// Answer at once.
+    Ping,
+}
+
+/// A request with its id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request<'a> {
+    /// Chosen by the client; the response carries it back.
+    pub id: u64,
+    /// What is asked.
+    #[serde(borrow)]
+    pub body: RequestBody<'a>,
+}
+
+/// Where a write landed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteAck {
+    /// Global sequence number: the highest wins for a key.
+    pub seq: u64,
+    /// Value-log offset of the record (0 for a delete).
+    pub offset: u64,
+}
+
+/// Per-partition figures in a stats report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionReport {
+    /// Puts since the node started.
+    pub puts: u64,
+    /// Deletes since the node started.
+    pub deletes: u64,
+    /// Value bytes written since the node started.
+    pub value_bytes: u64,
+    /// Buffers flushed to the value log.
+    pub flushes: u64,
+    /// Committed end of the value log.
+    pub committed_end: u64,
+    /// End of the key log.
+    pub keylog_end: u64,
+}
+
+/// A storage node's state, for operators.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsReport {
+    /// Per partition.
+    pub partitions: Vec<PartitionReport>,
+    /// `uring` or `psync`.
+    pub io_engine: String,
+    /// `mmap` or `sync`.
+    pub durability: String,
+    /// Why writes are refused, if they are.
+    pub refusing_writes: Option<String>,
+    /// Current writer epoch.
+    pub writer_epoch: u64,
+    /// Open client connections.
+    pub connections: u32,
+}
+
+/// A successful response. Bulk bytes travel in the frame's blob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResponseBody {
+    /// The answer to [`Hello`].
+    Welcome {
+        /// The node's partition count: connection `i` writes partition `i`.
+        partitions: u32,
+        /// The writer epoch this connection holds (0 for readers).
+        epoch: u64,
+        /// The node's key limit.
+        max_key_bytes: u32,
+        /// The node's value limit.
+        max_value_bytes: u32,
+        /// `uring` or `psync`.
+        io_engine: String,
+    },
+    /// A put or delete was acknowledged.
+    Written(WriteAck),
+    /// Every put of a batch was acknowledged.
+    WrittenMany(Vec<WriteAck>),
+    /// The blob is the verified record.
+    Record,
+    /// The blob is the range (possibly shorter than asked).
+    Range {
+        /// The partition's committed end when read.
+        committed_end: u64,
+    },
+    /// The blob is a run of whole key-log frames.
+    ExportChunk {
+        /// Key-log position after this chunk.
+        next: u64,
+        /// End of the key log when the chunk was read.
+        end: u64,
+        /// True on the last chunk of the export.
+        done: bool,
+    },
+    /// Everything acknowledged is durable.
+    Synced,
+    /// The node's state.
+    Stats(StatsReport),
+    /// The answer to a ping.
+    Pong,
+}
+
+/// Why a request failed, in terms a client can act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Error)]
+pub enum WireError {
+    /// A newer writer has taken over; this connection may only read.
+    #[error("fenced: writer epoch {yours} was superseded by epoch {current}")]
+    Fenced {
+        /// The epoch of the refused writer.
+        yours: u64,
+        /// The current epoch.
+        current: u64,
+    },
+    /// A key, value, batch or range exceeds a limit.
+    #[error("{what} is {len} bytes; the limit is {max}")]
+    TooLarge {
+        /// What was too large.
+        what: String,
+        /// Its size.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// Keys must not be empty.
+    #[error("empty key")]
+    EmptyKey,
+    /// No such partition.
+    #[error("partition {partition} does not exist (the node has {count})")]
+    NoSuchPartition {
+        /// Asked for.
+        partition: u32,
+        /// How many there are.
+        count: u32,
+    },
+    /// The record at a location does not verify; its bytes are not sent.
+    #[error("record at partition {partition} offset {offset} is unreadable: {reason}")]
+    Corrupt {
+        /// Partition.
+        partition: u32,
+        /// Offset.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The storage node refuses writes after a failed flush or sync.
+    #[error("storage node refuses writes after a failure: {reason}")]
+    Poisoned {
+        /// The failure.
+        reason: String,
+    },
+    /// The storage node is read-only.
+    #[error("storage node is read-only: {reason}")]
+    ReadOnly {
+        /// Why.
+        reason: String,
+    },
+    /// The storage node's disk is full.
+    #[error("storage node's disk is full: {context}")]
+    DiskFull {
+        /// What it was doing.
+        context: String,
+    },
+    /// An I/O error on the storage node.
+    #[error("I/O error on the storage node: {message}")]
+    Io {
+        /// The error.
+        message: String,
+    },
+    /// The storage node is shutting down.
+    #[error("storage node is shutting down")]
+    ShuttingDown,
+    /// A write on a connection that is not a writer.
+    #[error("this connection is not a writer")]
+    NotAWriter,
+    /// A request before [`Hello`], or a second `Hello`.
+    #[error("the stream must begin with exactly one Hello")]
+    HelloRequired,
+    /// The peers speak different protocol versions.
+    #[error("protocol version mismatch: node speaks {node}, client {client}")]
+    ProtocolVersion {
+        /// The node's version.
+        node: u32,
+        /// The client's version.
+        client: u32,
+    },
+    /// The request is malformed or not allowed on this stream.
+    #[error("bad request: {reason}")]
+    BadRequest {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// A response with its request's id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    /// The id of the request answered.
+    pub id: u64,
+    /// The outcome.
+    pub body: Result<ResponseBody, WireError>,
+}
+
+/// Why a frame's meta could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("undecodable message: {0}")]
+pub struct DecodeError(pub String);
+
+/// Encodes a frame whose meta is `meta` and whose blob is `blob` into
+/// `out`, reusing its capacity. Returns the frame as one buffer.
+pub fn encode<T: Serialize>(out: &mut BytesMut, meta: &T, blob: &[u8]) -> Bytes {
+    let prefix_at = out.len();
+    out.put_bytes(0, frame::FRAME_PREFIX_BYTES);
+    let meta_start = out.len();
+    let writer = (&mut *out).writer();
+    postcard::to_io(meta, writer).expect("postcard encodes into memory");
+    let meta_len = out.len() - meta_start;
+    let mut prefix = &mut out[prefix_at..prefix_at + frame::FRAME_PREFIX_BYTES];
+    frame::put_prefix(&mut prefix, meta_len, blob.len());
+    out.extend_from_slice(blob);
+    out.split().freeze()
+}
+
+/// Encodes only the prefix and meta of a frame whose blob of `blob_len`
+/// bytes will be sent as a separate chunk (so large blobs are not copied).
+pub fn encode_head<T: Serialize>(out: &mut BytesMut, meta: &T, blob_len: usize) -> Bytes {
+    let prefix_at = out.len();
+    out.put_bytes(0, frame::FRAME_PREFIX_BYTES);
+    let meta_start = out.len();
+    postcard::to_io(meta, (&mut *out).writer()).expect("postcard encodes into memory");
+    let meta_len = out.len() - meta_start;
+    let mut prefix = &mut out[prefix_at..prefix_at + frame::FRAME_PREFIX_BYTES];
+    frame::put_prefix(&mut prefix, meta_len, blob_len);
+    out.split().freeze()
+}
+
+/// Decodes a request's meta. The returned request borrows from the frame.
+pub fn decode_request(frame: &RawFrame) -> Result<Request<'_>, DecodeError> {
+    postcard::from_bytes(&frame.meta).map_err(|e| DecodeError(e.to_string()))
+}
+
+/// Decodes a response's meta.
+pub fn decode_response(frame: &RawFrame) -> Result<Response, DecodeError> {
+    postcard::from_bytes(&frame.meta).map_err(|e| DecodeError(e.to_string()))
+}
+
+/// Splits the blob of a [`RequestBody::PutMany`] into its values, checking
+/// that the lengths add up.
+pub fn split_values<'a>(blob: &'a [u8], value_lens: &[u32]) -> Result<Vec<&'a [u8]>, DecodeError> {
+    let mut values = Vec::with_capacity(value_lens.len());
+    let mut rest = blob;
+    for &len in value_lens {
+        let len = len as usize;
+        if len > rest.len() {
+            return Err(DecodeError("batch value lengths run past the blob".into()));
+        }
+        let (value, tail) = rest.split_at(len);
+        values.push(value);
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        return Err(DecodeError("batch blob is longer than its values".into()));
+    }
+    Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::FrameDecoder;
+
+    fn round_trip(bytes: &Bytes) -> RawFrame {
+        let mut decoder = FrameDecoder::new(1 << 20);
+        decoder.push(bytes).expect("push");
+        decoder.next_frame().expect("frame").expect("complete")
+    }
+
+    #[test]
+    fn requests_round_trip_with_their_blobs() {
+        let mut out = BytesMut::new();
+        let request = Request {
+            id: 7,
+            body: RequestBody::PutMany {
+                keys: vec![b"a", b"bb"],
+                value_lens: vec![3, 0],
+            },
+        };
+        let bytes = encode(&mut out, &request, b"xyz");
+        let frame = round_trip(&bytes);
+        assert_eq!(decode_request(&frame).expect("decodes"), request);
+        assert_eq!(
+            split_values(&frame.blob, &[3, 0]).expect("split"),
+            vec![&b"xyz"[..], b""]
+        );
+    }
+
+    #[test]
+    fn responses_round_trip() {
+        let mut out = BytesMut::new();
+        for body in [
+            Ok(ResponseBody::Written(WriteAck {
+                seq: 9,
+                offset: 4096,
+            })),
+            Err(WireError::Fenced {
+                yours: 1,
+                current: 2,
+            }),
+            Ok(ResponseBody::Range { committed_end: 99 }),
+        ] {
+            let response = Response { id: 3, body };
+            let head = encode_head(&mut out, &response, 5);
+            let mut whole = head.to_vec();
+            whole.extend_from_slice(b"12345");
+            let frame = round_trip(&Bytes::from(whole));
+            assert_eq!(decode_response(&frame).expect("decodes"), response);
+            assert_eq!(&frame.blob[..], b"12345");
+        }
+    }
+
+    #[test]
+    fn garbage_meta_is_a_decode_error() {
+        let frame = RawFrame {
+            meta: Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            blob: Bytes::new(),
+        };
+        assert!(decode_request(&frame).is_err());
+        assert!(decode_response(&frame).is_err());
+    }
+
+    #[test]
+    fn batch_lengths_must_match_the_blob() {
+        assert!(split_values(b"abc", &[4]).is_err());
+        assert!(split_values(b"abc", &[1]).is_err());
+        assert!(split_values(b"abc", &[1, 2]).is_ok());
+    }
+
+    #[test]
+    fn the_frame_limit_fits_the_largest_put() {
+        let limit = max_frame_bytes(1024, 16 << 20);
+        let mut out = BytesMut::new();
+        let key = vec![1u8; 1024];
+        let request = Request {
+            id: u64::MAX,
+            body: RequestBody::Put { key: &key },
+        };
+        let head = encode_head(&mut out, &request, 16 << 20);
+        assert!(head.len() - 4 + (16 << 20) <= limit);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decoding_arbitrary_meta_never_panics(meta in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            let frame = RawFrame { meta: Bytes::from(meta), blob: Bytes::new() };
+            let _ = decode_request(&frame);
+            let _ = decode_response(&frame);
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! QUIC transport settings shared by both ends, and the UDP endpoints they
+//! run on. Every setting that differs from quinn's default is here, with the
+//! reason.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::Duration;
+
+use quinn::{EndpointConfig, MtuDiscoveryConfig, TransportConfig, VarInt};
+
+/// Tunable transport settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportSettings {
+    /// Largest UDP payload that MTU discovery may try. Discovery starts from
+    /// the safe 1200 bytes and raises the datagram size only as far as the
+    /// path carries it, so a high bound costs nothing on a 1500-byte link
+    /// and lets loopback or jumbo-frame links carry a 4 KiB put in one
+    /// datagram (about a third less CPU per put than three datagrams).
+    pub max_udp_payload_bytes: u16,
+    /// Keep-alive period: persistent connections sit idle between bursts
+    /// and would otherwise be closed by the idle timeout.
+    pub keep_alive_ms: u64,
+    /// A connection with no traffic (keep-alives included) for this long is
+    /// considered dead, which is how a vanished peer is noticed.
+    pub idle_timeout_ms: u64,
+    /// Per-stream receive window. A 16 MiB range read is streamed without
+    /// waiting for window updates when this is at least a whole range.
+    pub stream_window_bytes: u32,
+    /// Per-connection receive window (several ranges in flight at once).
+    pub connection_window_bytes: u32,
+    /// Concurrent bidirectional streams a peer may open: one control
+    /// stream plus bulk streams. Bounds what a misbehaving client can make
+    /// the node hold.
+    pub max_concurrent_streams: u32,
+    /// Requested UDP socket send and receive buffers. Bursts of a 16 MiB
+    /// range outrun the default ~200 KiB buffers; the kernel caps the
+    /// request at `net.core.{r,w}mem_max`.
+    pub socket_buffer_bytes: usize,
+}
+
+impl Default for TransportSettings {
+    fn default() -> Self {
+        Self {
+            max_udp_payload_bytes: 9000,
+            keep_alive_ms: 5_000,
+            idle_timeout_ms: 30_000,
+            stream_window_bytes: 32 << 20,
+            connection_window_bytes: 64 << 20,
+            max_concurrent_streams: 64,
+            socket_buffer_bytes: 4 << 20,
+        }
+    }
+}
+
+impl TransportSettings {
+    /// The quinn transport configuration for these settings.
+    pub fn transport_config(&self) -> TransportConfig {
+        let mut config = TransportConfig::default();
+        config
+            .keep_alive_interval(Some(Duration::from_millis(self.keep_alive_ms)))
+            .max_idle_timeout(Some(
+                VarInt::from_u64(self.idle_timeout_ms)
+                    .unwrap_or(VarInt::MAX)
+                    .into(),
+            ))
+            .stream_receive_window(VarInt::from_u32(self.stream_window_bytes))
+            .receive_window(VarInt::from_u32(self.connection_window_bytes))
+            .send_window(u64::from(self.connection_window_bytes))
+            .max_concurrent_bidi_streams(VarInt::from_u32(self.max_concurrent_streams))
+            .max_concurrent_uni_streams(VarInt::from_u32(0));
+        let mut mtu = MtuDiscoveryConfig::default();
+        mtu.upper_bound(self.max_udp_payload_bytes);
+        config.mtu_discovery_config(Some(mtu));
+        config
+    }
+
+    /// The quinn endpoint configuration: accepts datagrams up to the
+    /// discovery bound (quinn's default receive size is 1472 bytes).
+    pub fn endpoint_config(&self) -> EndpointConfig {
+        let mut config = EndpointConfig::default();
+        if config
+            .max_udp_payload_size(self.max_udp_payload_bytes.max(1200))
+            .is_err()
+        {
+            tracing::warn!(
+                "UDP payload bound {} is out of range; keeping quinn's default",
+                self.max_udp_payload_bytes
+            );
+        }
+        config
+    }
+
+    /// Binds a UDP socket with the configured buffer sizes.
+    pub fn bind(&self, addr: SocketAddr) -> std::io::Result<UdpSocket> {
+        let domain = socket2::Domain::for_address(addr);
+        let socket =
+            socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+        if addr.is_ipv6() {
+            // Accept IPv4-mapped peers too when bound to [::].
+            let _ = socket.set_only_v6(false);
+        }
+        if let Err(e) = socket.set_recv_buffer_size(self.socket_buffer_bytes) {
+            tracing::debug!("could not size the UDP receive buffer: {e}");
+        }
+        if let Err(e) = socket.set_send_buffer_size(self.socket_buffer_bytes) {
+            tracing::debug!("could not size the UDP send buffer: {e}");
+        }
+        socket.bind(&addr.into())?;
+        Ok(socket.into())
+    }
+
+    /// A server endpoint listening on `addr`.
+    pub fn server_endpoint(
+        &self,
+        addr: SocketAddr,
+        server: quinn::ServerConfig,
+    ) -> std::io::Result<quinn::Endpoint> {
+        let socket = self.bind(addr)?;
+        quinn::Endpoint::new(
+            self.endpoint_config(),
+            Some(server),
+            socket,
+            Arc::new(quinn::TokioRuntime),
+        )
+    }
+
+    /// A client endpoint on an ephemeral port of the family of `peer`.
+    pub fn client_endpoint(&self, peer: SocketAddr) -> std::io::Result<quinn::Endpoint> {
+        let local: SocketAddr = if peer.is_ipv6() {
+            "[::]:0".parse().expect("literal address")
+        } else {
+            "0.0.0.0:0".parse().expect("literal address")
+        };
+        let socket = self.bind(local)?;
+        quinn::Endpoint::new(
+            self.endpoint_config(),
+            None,
+            socket,
+            Arc::new(quinn::TokioRuntime),
+        )
+    }
+}
