@@ -274,11 +274,8 @@ mod tests {
                 if decoder.push(piece).is_err() {
                     break;
                 }
-                loop {
-                    match decoder.next_frame() {
-                        Ok(Some(f)) => proptest::prop_assert!(f.meta.len() + f.blob.len() <= 256),
-                        Ok(None) | Err(_) => break,
-                    }
+                while let Ok(Some(f)) = decoder.next_frame() {
+                    proptest::prop_assert!(f.meta.len() + f.blob.len() <= 256);
                 }
             }
         }

@@ -23,6 +23,16 @@ use crate::frame::{self, RawFrame};
 /// Version of this protocol; a node refuses a peer that speaks another.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// Application error codes with which a storage node closes a connection.
+pub mod close_code {
+    /// The peer broke the protocol (malformed or oversized frame, undecodable
+    /// message, a stream that does not begin with `Hello`); the reason text
+    /// says how.
+    pub const PROTOCOL_VIOLATION: u32 = 1;
+    /// The node is shutting down.
+    pub const SHUTTING_DOWN: u32 = 2;
+}
+
 /// Bytes of meta a frame may need on top of its blob (keys of a batch,
 /// lengths, ids): the frame limit is the largest key plus the largest value
 /// plus this.

@@ -21,6 +21,7 @@ pub mod manifest;
 mod partition;
 mod read;
 pub mod recovery;
+pub mod server;
 mod uring;
 
 pub use config::{Durability, EngineConfig, Limits};

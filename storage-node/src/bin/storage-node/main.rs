@@ -1,0 +1,207 @@
+//! `storage-node`: serve a data directory over QUIC, make the cluster's
+//! certificates, or measure the transport.
+
+mod bench_transport;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use splitkv_common::certs::{self, DEFAULT_STORAGE_NAMES};
+use splitkv_common::tls::NodeIdentity;
+use splitkv_common::transport::TransportSettings;
+use storage_node::server::{Server, ServerConfig};
+use storage_node::{Durability, EngineConfig, IoEngineKind, Limits, StorageEngine};
+
+/// The SplitKV storage node.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a data directory to compute nodes over QUIC with mutual TLS.
+    Serve(ServeArgs),
+    /// Make a cluster CA and certificates for a storage node and a compute node.
+    GenCerts(GenCertsArgs),
+    /// Measure the transport on loopback: raw QUIC bulk throughput, range
+    /// reads and put round trips through the protocol.
+    BenchTransport(bench_transport::BenchArgs),
+}
+
+/// Options of `serve`.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// UDP address to listen on.
+    #[arg(long, default_value = "0.0.0.0:7000")]
+    listen: SocketAddr,
+    /// Data directory (created if missing; locked while served).
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// Directory with this node's ca.pem, cert.pem and key.pem (see gen-certs).
+    #[arg(long)]
+    certs: PathBuf,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Largest UDP payload MTU discovery may try (it settles on what the
+    /// path carries).
+    #[arg(long, default_value_t = TransportSettings::default().max_udp_payload_bytes)]
+    max_udp_payload: u16,
+}
+
+/// Options of the storage engine.
+#[derive(Args, Clone)]
+pub struct EngineArgs {
+    /// Partitions of a new data directory (one per compute-node connection).
+    #[arg(long, default_value_t = 16)]
+    partitions: usize,
+    /// What an acknowledgement guarantees: mmap (survives a process crash)
+    /// or sync (survives power loss).
+    #[arg(long, default_value = "mmap")]
+    durability: Durability,
+    /// Engine for O_DIRECT writes: uring (falls back to psync, with a
+    /// warning, where io_uring is refused) or psync.
+    #[arg(long, default_value = "uring")]
+    io_engine: IoEngineKind,
+    /// Longest key accepted, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_key_bytes)]
+    max_key_bytes: usize,
+    /// Longest value accepted, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_value_bytes)]
+    max_value_bytes: usize,
+}
+
+impl EngineArgs {
+    fn config(&self, data_dir: PathBuf) -> EngineConfig {
+        let mut config = EngineConfig::new(data_dir);
+        config.partitions = self.partitions;
+        config.durability = self.durability;
+        config.io_engine = self.io_engine;
+        config.limits = Limits {
+            max_key_bytes: self.max_key_bytes,
+            max_value_bytes: self.max_value_bytes,
+        };
+        config
+    }
+}
+
+/// Options of `gen-certs`.
+#[derive(Args)]
+struct GenCertsArgs {
+    /// Output directory: ca/ (CA certificate and key), storage/ and compute/
+    /// (each node's certificate, key and the CA certificate).
+    #[arg(long)]
+    out: PathBuf,
+    /// Host names and IP addresses the storage node's certificate is valid
+    /// for (repeatable). Default: localhost, 127.0.0.1, ::1, storage.
+    #[arg(long = "host")]
+    hosts: Vec<String>,
+    /// Replace existing certificates.
+    #[arg(long)]
+    force: bool,
+}
+
+fn main() -> Result<()> {
+    init_logging();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::GenCerts(args) => gen_certs(args),
+        Command::BenchTransport(args) => bench_transport::run(args),
+    }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let identity = NodeIdentity::load(&args.certs).with_context(|| {
+        format!(
+            "loading the storage node's certificates from {}",
+            args.certs.display()
+        )
+    })?;
+    let engine = Arc::new(StorageEngine::open(
+        args.engine.config(args.data_dir.clone()),
+    )?);
+    tracing::info!(
+        io_engine = %engine.io_engine(),
+        durability = %args.engine.durability,
+        partitions = engine.partition_count(),
+        "storage engine ready"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("storage-node")
+        .build()
+        .context("starting the async runtime")?;
+    let transport = TransportSettings {
+        max_udp_payload_bytes: args.max_udp_payload,
+        ..TransportSettings::default()
+    };
+    let config = ServerConfig {
+        listen: args.listen,
+        transport,
+    };
+    runtime.block_on(async {
+        let server = Server::bind(Arc::clone(&engine), &identity, &config)?;
+        tracing::info!(listen = %server.local_addr()?, io_engine = %engine.io_engine(), "storage node serving");
+        server.run(shutdown_signal()).await;
+        anyhow::Ok(())
+    })?;
+    tracing::info!("shutting down: flushing write buffers");
+    engine.close().context("flushing on shutdown")?;
+    tracing::info!("storage node stopped cleanly");
+    Ok(())
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::error!("cannot listen for SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+    }
+}
+
+fn gen_certs(args: GenCertsArgs) -> Result<()> {
+    let hosts: Vec<String> = if args.hosts.is_empty() {
+        DEFAULT_STORAGE_NAMES
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        args.hosts
+    };
+    let layout = certs::generate_cluster(&args.out, &hosts, args.force)?;
+    println!(
+        "CA (keep its key with whoever issues certificates): {}",
+        layout.ca_dir.display()
+    );
+    println!(
+        "storage node (--certs): {}  valid for {}",
+        layout.storage_dir.display(),
+        hosts.join(", ")
+    );
+    println!("compute node (--certs): {}", layout.compute_dir.display());
+    Ok(())
+}

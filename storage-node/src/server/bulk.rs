@@ -1,0 +1,133 @@
+//! Bulk streams: one request each (a range read or a key-log export), whose
+//! response may be many megabytes, on a stream of its own so that it never
+//! holds up the control stream.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use splitkv_common::frame::FrameDecoder;
+use splitkv_common::message::{self, RequestBody, Response, ResponseBody, WireError};
+
+use super::Shared;
+use super::control::{close_for_violation, next_frame};
+use super::convert::wire_error;
+
+/// Key-log bytes per export chunk.
+const EXPORT_CHUNK_BYTES: usize = 1 << 20;
+
+/// Serves one bulk stream; closes the connection if the peer breaks the
+/// protocol on it.
+pub(super) async fn serve(
+    shared: &Arc<Shared>,
+    conn: &quinn::Connection,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) {
+    if let Err(reason) = serve_stream(shared, &mut send, &mut recv).await {
+        close_for_violation(conn, &reason);
+    }
+}
+
+async fn serve_stream(
+    shared: &Arc<Shared>,
+    send: &mut quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+) -> Result<(), String> {
+    let mut decoder = FrameDecoder::new(shared.max_frame_bytes);
+    let Some(frame) = next_frame(recv, &mut decoder).await? else {
+        return Ok(());
+    };
+    let request = message::decode_request(&frame).map_err(|e| e.to_string())?;
+    let id = request.id;
+    let engine = Arc::clone(&shared.engine);
+    match request.body {
+        RequestBody::ReadRange {
+            partition,
+            offset,
+            max_len,
+        } => {
+            let read = tokio::task::spawn_blocking(move || {
+                engine.read_range(partition as usize, offset, max_len as usize)
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            let mut chunks = match read {
+                Ok(range) => {
+                    let (buf, bytes, committed_end) = range.into_parts();
+                    let blob = Bytes::from_owner(buf).slice(bytes);
+                    let response = Response {
+                        id,
+                        body: Ok(ResponseBody::Range { committed_end }),
+                    };
+                    vec![
+                        message::encode_head(&mut BytesMut::new(), &response, blob.len()),
+                        blob,
+                    ]
+                }
+                Err(e) => vec![error_frame(id, wire_error(e))],
+            };
+            let _ = send.write_all_chunks(&mut chunks).await;
+        }
+        RequestBody::ExportKeyLog {
+            partition,
+            from_seq,
+        } => {
+            let mut position = 0;
+            loop {
+                let engine = Arc::clone(&engine);
+                let chunk = tokio::task::spawn_blocking(move || {
+                    let mut out = Vec::with_capacity(EXPORT_CHUNK_BYTES + 4096);
+                    engine
+                        .export_keylog(
+                            partition as usize,
+                            position,
+                            from_seq,
+                            EXPORT_CHUNK_BYTES,
+                            &mut out,
+                        )
+                        .map(|progress| (progress, out))
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+                match chunk {
+                    Ok((progress, frames)) => {
+                        let done = progress.next >= progress.end;
+                        let response = Response {
+                            id,
+                            body: Ok(ResponseBody::ExportChunk {
+                                next: progress.next,
+                                end: progress.end,
+                                done,
+                            }),
+                        };
+                        let frame = message::encode(&mut BytesMut::new(), &response, &frames);
+                        if send.write_all(&frame).await.is_err() {
+                            return Ok(());
+                        }
+                        if done {
+                            break;
+                        }
+                        position = progress.next;
+                    }
+                    Err(e) => {
+                        let _ = send.write_all(&error_frame(id, wire_error(e))).await;
+                        break;
+                    }
+                }
+            }
+        }
+        _ => {
+            let reason =
+                "only range reads and key-log exports travel on their own streams".to_string();
+            let _ = send
+                .write_all(&error_frame(id, WireError::BadRequest { reason }))
+                .await;
+        }
+    }
+    let _ = send.finish();
+    Ok(())
+}
+
+fn error_frame(id: u64, err: WireError) -> Bytes {
+    message::encode(&mut BytesMut::new(), &Response { id, body: Err(err) }, &[])
+}

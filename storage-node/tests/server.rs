@@ -1,0 +1,621 @@
+//! The storage node's QUIC server and the client, over real sockets on
+//! loopback with real certificates: round trips, fencing, refusal of
+//! strangers, deadlines, restarts, and bad input from the network.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use splitkv_common::certs;
+use splitkv_common::client::{ClientConfig, ClientError, StorageClient};
+use splitkv_common::frame::FrameDecoder;
+use splitkv_common::message::{
+    self, Hello, PROTOCOL_VERSION, Request, RequestBody, Response, ResponseBody, Role, WireError,
+};
+use splitkv_common::record::{self, EntryKind, Frame};
+use splitkv_common::tls::NodeIdentity;
+use splitkv_common::transport::TransportSettings;
+use storage_node::server::{Server, ServerConfig};
+use storage_node::{EngineConfig, StorageEngine};
+use tokio::sync::oneshot;
+
+/// A storage node served from a runtime of the test's own.
+struct Node {
+    engine: Arc<StorageEngine>,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Node {
+    async fn start(data: &Path, certs: &Path, listen: SocketAddr) -> Node {
+        let mut config = EngineConfig::new(data);
+        config.partitions = 4;
+        config.buffer_bytes = 256 << 10;
+        config.limits.max_value_bytes = 4 << 20;
+        let engine = Arc::new(StorageEngine::open(config).expect("open engine"));
+        let identity = NodeIdentity::load(&certs.join("storage")).expect("storage identity");
+        let server = Server::bind(
+            Arc::clone(&engine),
+            &identity,
+            &ServerConfig {
+                listen,
+                transport: TransportSettings::default(),
+            },
+        )
+        .expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Node {
+            engine,
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        let engine = Arc::clone(&self.engine);
+        tokio::task::spawn_blocking(move || engine.close().expect("close"))
+            .await
+            .expect("close task");
+    }
+}
+
+struct Cluster {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    certs: PathBuf,
+}
+
+fn cluster() -> Cluster {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    certs::generate_cluster(&certs, &["localhost", "127.0.0.1"], false).expect("certs");
+    Cluster {
+        data: dir.path().join("data"),
+        certs,
+        _dir: dir,
+    }
+}
+
+fn client_config(cluster: &Cluster, addr: SocketAddr) -> ClientConfig {
+    let identity =
+        Arc::new(NodeIdentity::load(&cluster.certs.join("compute")).expect("compute identity"));
+    let mut config = ClientConfig::new(format!("localhost:{}", addr.port()), identity);
+    config.request_timeout_ms = 3_000;
+    config
+}
+
+fn any_port() -> SocketAddr {
+    "127.0.0.1:0".parse().expect("address")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn puts_gets_batches_ranges_and_exports_round_trip() {
+    let cluster = cluster();
+    let node = Node::start(&cluster.data, &cluster.certs, any_port()).await;
+    let client = StorageClient::connect(client_config(&cluster, node.addr))
+        .await
+        .expect("connect");
+    assert_eq!(client.partitions(), 4);
+    assert!(client.epoch() > 0, "a writer holds an epoch");
+
+    let ack = client
+        .put(1, b"alpha", b"one")
+        .expect("send")
+        .wait()
+        .await
+        .expect("put");
+    let record = client
+        .get(1, ack.offset, record::value_record_len(5, 3))
+        .expect("send")
+        .wait()
+        .await
+        .expect("get");
+    let decoded = record::decode_value_record(&record).expect("verifies");
+    assert_eq!(
+        (decoded.key, decoded.value, decoded.seq),
+        (&b"alpha"[..], &b"one"[..], ack.seq)
+    );
+
+    let big = vec![0x5Au8; 3 << 20];
+    let acks = client
+        .put_many(2, &[(&b"k1"[..], &b"v1"[..]), (b"k2", &big), (b"k3", b"")])
+        .expect("send")
+        .wait()
+        .await
+        .expect("put_many");
+    assert_eq!(acks.len(), 3);
+    assert!(acks.windows(2).all(|w| w[0].seq < w[1].seq));
+    let deleted = client
+        .delete(3, b"alpha")
+        .expect("send")
+        .wait()
+        .await
+        .expect("delete");
+    assert!(deleted.seq > acks[2].seq);
+
+    let (range, committed_end) = client.read_range(2, 0, 16 << 20).await.expect("range");
+    assert_eq!(range.len() as u64, committed_end);
+    let in_range =
+        record::decode_value_record(&range[acks[1].offset as usize..]).expect("record in range");
+    assert_eq!(in_range.value, &big[..]);
+
+    let mut entries = Vec::new();
+    for partition in 0..4 {
+        client
+            .export_keylog(partition, 0, |frames| {
+                let mut at = 0;
+                while at < frames.len() {
+                    let (frame, used) = record::decode_frame(&frames[at..])
+                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                    if let Frame::Entries(list) = frame {
+                        for entry in list.iter().flatten() {
+                            entries.push((partition, entry.key.to_vec(), entry.kind, entry.seq));
+                        }
+                    }
+                    at += used;
+                }
+                Ok(())
+            })
+            .await
+            .expect("export");
+    }
+    assert_eq!(entries.len(), 5, "{entries:?}");
+    assert!(entries.contains(&(3, b"alpha".to_vec(), EntryKind::Delete, deleted.seq)));
+
+    // Export from a sequence number skips what is older.
+    let mut newer = 0;
+    client
+        .export_keylog(2, acks[2].seq, |frames| {
+            newer += frames.len();
+            Ok(())
+        })
+        .await
+        .expect("export");
+    assert!(newer > 0);
+
+    let stats = client.stats().expect("send").wait().await.expect("stats");
+    assert_eq!(stats.partitions.iter().map(|p| p.puts).sum::<u64>(), 4);
+    assert!(stats.connections >= 4);
+    assert_eq!(
+        client.welcome().io_engine,
+        node.engine.io_engine().to_string()
+    );
+    client.ping(0).expect("send").wait().await.expect("ping");
+    drop(client);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_writer_fences_the_old_one_which_can_still_read() {
+    let cluster = cluster();
+    let node = Node::start(&cluster.data, &cluster.certs, any_port()).await;
+    let old = StorageClient::connect(client_config(&cluster, node.addr))
+        .await
+        .expect("connect");
+    let ack = old
+        .put(0, b"k", b"v1")
+        .expect("send")
+        .wait()
+        .await
+        .expect("put");
+    let new = StorageClient::connect(client_config(&cluster, node.addr))
+        .await
+        .expect("connect");
+    assert!(new.epoch() > old.epoch());
+    let err = old
+        .put(0, b"k", b"v2")
+        .expect("send")
+        .wait()
+        .await
+        .expect_err("fenced");
+    assert!(
+        matches!(err, ClientError::Storage(WireError::Fenced { yours, current }) if yours == old.epoch() && current == new.epoch()),
+        "{err}"
+    );
+    let record = old
+        .get(0, ack.offset, record::value_record_len(1, 2))
+        .expect("send")
+        .wait()
+        .await
+        .expect("a fenced writer still reads");
+    assert_eq!(
+        record::decode_value_record(&record).expect("record").value,
+        b"v1"
+    );
+    new.put(0, b"k", b"v3")
+        .expect("send")
+        .wait()
+        .await
+        .expect("new writer writes");
+    drop((old, new));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_with_a_certificate_from_another_ca_gets_nothing() {
+    let cluster = cluster();
+    let node = Node::start(&cluster.data, &cluster.certs, any_port()).await;
+    let stranger_dir = tempfile::tempdir().expect("tempdir");
+    certs::generate_cluster(stranger_dir.path(), &["localhost"], false).expect("other CA");
+    let identity =
+        Arc::new(NodeIdentity::load(&stranger_dir.path().join("compute")).expect("identity"));
+    let config = ClientConfig::new(format!("localhost:{}", node.addr.port()), identity);
+    let err = StorageClient::connect(config).await.err().expect("refused");
+    assert!(matches!(err, ClientError::Refused { .. }), "{err}");
+    let message = err.to_string();
+    assert!(message.contains("certificate"), "{message}");
+    assert_eq!(
+        node.engine.stats().writer_epoch,
+        0,
+        "the stranger began no epoch"
+    );
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
+    let cluster = cluster();
+    let node = Node::start(&cluster.data, &cluster.certs, any_port()).await;
+    let addr = node.addr;
+    let client = Arc::new(
+        StorageClient::connect(client_config(&cluster, addr))
+            .await
+            .expect("connect"),
+    );
+    let before = client
+        .put(0, b"before", b"restart")
+        .expect("send")
+        .wait()
+        .await
+        .expect("put");
+    node.shutdown().await;
+
+    // While the node is down, requests fail rather than hang.
+    let started = std::time::Instant::now();
+    let err = match client.put(0, b"during", b"outage") {
+        Ok(call) => call.wait().await.expect_err("no node"),
+        Err(e) => e,
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "failed within the deadline"
+    );
+    assert!(
+        matches!(
+            err,
+            ClientError::Unavailable { .. }
+                | ClientError::ConnectionLost { .. }
+                | ClientError::DeadlineExceeded { .. }
+        ),
+        "{err}"
+    );
+
+    let node = Node::start(&cluster.data, &cluster.certs, addr).await;
+    client
+        .wait_up(0, Duration::from_secs(10))
+        .await
+        .expect("reconnects");
+    assert!(client.generation(0) >= 1);
+    let after = client
+        .put(0, b"after", b"restart")
+        .expect("send")
+        .wait()
+        .await
+        .expect("put after restart");
+    assert!(after.seq > before.seq);
+    let record = client
+        .get(0, before.offset, record::value_record_len(6, 7))
+        .expect("send")
+        .wait()
+        .await
+        .expect("old data");
+    assert_eq!(
+        record::decode_value_record(&record).expect("record").value,
+        b"restart"
+    );
+    drop(client);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storage_node_that_does_not_answer_hits_the_deadline() {
+    // A QUIC server with the storage node's certificate that completes the
+    // handshake and then never answers.
+    let cluster = cluster();
+    let identity = NodeIdentity::load(&cluster.certs.join("storage")).expect("identity");
+    let settings = TransportSettings::default();
+    let server = identity
+        .server_config(Arc::new(settings.transport_config()))
+        .expect("server config");
+    let endpoint = settings
+        .server_endpoint(any_port(), server)
+        .expect("endpoint");
+    let addr = endpoint.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Some(incoming) = endpoint.accept().await {
+            tokio::spawn(async move {
+                let Ok(conn) = incoming.await else { return };
+                let Ok((mut send, mut recv)) = conn.accept_bi().await else {
+                    return;
+                };
+                let mut decoder = FrameDecoder::new(1 << 20);
+                let mut scratch = BytesMut::new();
+                while let Ok(Some(chunk)) = recv.read_chunk(1 << 16, true).await {
+                    decoder.push(&chunk.bytes).expect("push");
+                    while let Some(frame) = decoder.next_frame().expect("frame") {
+                        let request = message::decode_request(&frame).expect("request");
+                        if let RequestBody::Hello(_) = request.body {
+                            let welcome = ResponseBody::Welcome {
+                                partitions: 1,
+                                epoch: 1,
+                                max_key_bytes: 1024,
+                                max_value_bytes: 1 << 20,
+                                io_engine: "uring".into(),
+                            };
+                            let frame = message::encode(
+                                &mut scratch,
+                                &Response {
+                                    id: request.id,
+                                    body: Ok(welcome),
+                                },
+                                &[],
+                            );
+                            send.write_all(&frame).await.expect("welcome");
+                        }
+                    }
+                }
+                conn.closed().await;
+            });
+        }
+    });
+    let mut config = client_config(&cluster, addr);
+    config.request_timeout_ms = 300;
+    let client = StorageClient::connect(config).await.expect("connect");
+    let started = std::time::Instant::now();
+    let err = client
+        .put(0, b"k", b"v")
+        .expect("send")
+        .wait()
+        .await
+        .expect_err("no answer");
+    assert!(
+        matches!(err, ClientError::DeadlineExceeded { after_ms: 300 }),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+/// A raw connection with valid credentials, for sending bad input.
+async fn raw_connection(cluster: &Cluster, addr: SocketAddr) -> quinn::Connection {
+    let identity = NodeIdentity::load(&cluster.certs.join("compute")).expect("identity");
+    let settings = TransportSettings::default();
+    let mut endpoint = settings.client_endpoint(addr).expect("endpoint");
+    endpoint.set_default_client_config(
+        identity
+            .client_config(Arc::new(settings.transport_config()))
+            .expect("config"),
+    );
+    endpoint
+        .connect(addr, "localhost")
+        .expect("connect")
+        .await
+        .expect("handshake")
+}
+
+async fn hello(conn: &quinn::Connection) -> (quinn::SendStream, quinn::RecvStream, FrameDecoder) {
+    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+    let request = Request {
+        id: 1,
+        body: RequestBody::Hello(Hello {
+            protocol: PROTOCOL_VERSION,
+            role: Role::Writer {
+                partition: 0,
+                epoch: None,
+            },
+        }),
+    };
+    send.write_all(&message::encode(&mut BytesMut::new(), &request, &[]))
+        .await
+        .expect("hello");
+    let mut decoder = FrameDecoder::new(64 << 20);
+    let frame = read_frame(&mut recv, &mut decoder).await.expect("welcome");
+    let response = message::decode_response(&frame).expect("response");
+    assert!(matches!(response.body, Ok(ResponseBody::Welcome { .. })));
+    (send, recv, decoder)
+}
+
+async fn read_frame(
+    recv: &mut quinn::RecvStream,
+    decoder: &mut FrameDecoder,
+) -> Option<splitkv_common::frame::RawFrame> {
+    loop {
+        if let Some(frame) = decoder.next_frame().expect("well-formed responses") {
+            return Some(frame);
+        }
+        match recv.read_chunk(1 << 20, true).await {
+            Ok(Some(chunk)) => decoder.push(&chunk.bytes).expect("push"),
+            _ => return None,
+        }
+    }
+}
+
+/// Waits for the server to close `conn` and returns its reason.
+async fn closed_reason(conn: &quinn::Connection) -> String {
+    match tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        .await
+        .expect("closed in time")
+    {
+        quinn::ConnectionError::ApplicationClosed(close) => {
+            String::from_utf8_lossy(&close.reason).into_owned()
+        }
+        other => other.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
+    let cluster = cluster();
+    let node = Node::start(&cluster.data, &cluster.certs, any_port()).await;
+    let good = StorageClient::connect(client_config(&cluster, node.addr))
+        .await
+        .expect("connect");
+    good.put(0, b"keep", b"me")
+        .expect("send")
+        .wait()
+        .await
+        .expect("put");
+    let puts_before = node
+        .engine
+        .stats()
+        .partitions
+        .iter()
+        .map(|p| p.puts)
+        .sum::<u64>();
+
+    // 1. An oversized frame: refused from its length prefix.
+    let conn = raw_connection(&cluster, node.addr).await;
+    let (mut send, _recv, _) = hello(&conn).await;
+    send.write_all(&u32::MAX.to_le_bytes())
+        .await
+        .expect("write");
+    let reason = closed_reason(&conn).await;
+    assert!(reason.contains("exceeds the limit"), "{reason}");
+
+    // 2. Garbage instead of a Hello.
+    let conn = raw_connection(&cluster, node.addr).await;
+    let (mut send, _recv) = conn.open_bi().await.expect("stream");
+    send.write_all(&[12, 0, 0, 0, 4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4])
+        .await
+        .expect("write");
+    let reason = closed_reason(&conn).await;
+    assert!(
+        reason.contains("undecodable") || reason.contains("Hello"),
+        "{reason}"
+    );
+
+    // 3. An unknown message tag after the handshake.
+    let conn = raw_connection(&cluster, node.addr).await;
+    let (mut send, _recv, _) = hello(&conn).await;
+    let mut frame = Vec::new();
+    splitkv_common::frame::put_prefix(&mut frame, 2, 0);
+    frame.extend_from_slice(&[7, 99]);
+    send.write_all(&frame).await.expect("write");
+    let reason = closed_reason(&conn).await;
+    assert!(reason.contains("undecodable"), "{reason}");
+
+    // 4. A stream that ends inside a frame.
+    let conn = raw_connection(&cluster, node.addr).await;
+    let (mut send, _recv, _) = hello(&conn).await;
+    send.write_all(&[100, 0, 0, 0, 1, 2]).await.expect("write");
+    send.finish().expect("finish");
+    let reason = closed_reason(&conn).await;
+    assert!(reason.contains("incomplete frame"), "{reason}");
+
+    // 5. Thousands of streams, each holding half a frame: the stream limit
+    //    holds the flood back, and other connections are served meanwhile.
+    let flood = raw_connection(&cluster, node.addr).await;
+    let (_flood_send, _flood_recv, _) = hello(&flood).await;
+    let mut streams = Vec::new();
+    for _ in 0..2000 {
+        match tokio::time::timeout(Duration::from_millis(200), flood.open_bi()).await {
+            Ok(Ok((mut s, r))) => {
+                let _ = s.write_all(&[1, 2]).await;
+                streams.push((s, r));
+            }
+            _ => break,
+        }
+    }
+    assert!(
+        streams.len() < 2000,
+        "the stream limit must hold a flood back (opened {})",
+        streams.len()
+    );
+    good.ping(2)
+        .expect("send")
+        .wait()
+        .await
+        .expect("other connections are served during a flood");
+    drop(streams);
+
+    // 6. Limits and fencing on a healthy stream: error responses, not a
+    //    closed connection.
+    let conn = raw_connection(&cluster, node.addr).await;
+    let (mut send, mut recv, mut decoder) = hello(&conn).await;
+    let too_long_key = vec![1u8; 2000];
+    let request = Request {
+        id: 9,
+        body: RequestBody::Put { key: &too_long_key },
+    };
+    send.write_all(&message::encode(&mut BytesMut::new(), &request, b"v"))
+        .await
+        .expect("write");
+    let response =
+        message::decode_response(&read_frame(&mut recv, &mut decoder).await.expect("answer"))
+            .expect("decodes");
+    assert!(
+        matches!(response.body, Err(WireError::TooLarge { .. })),
+        "{response:?}"
+    );
+    let huge_value = vec![0u8; (4 << 20) + 1];
+    let request = Request {
+        id: 10,
+        body: RequestBody::Put { key: b"k" },
+    };
+    send.write_all(&message::encode(
+        &mut BytesMut::new(),
+        &request,
+        &huge_value,
+    ))
+    .await
+    .expect("write");
+    let response =
+        message::decode_response(&read_frame(&mut recv, &mut decoder).await.expect("answer"))
+            .expect("decodes");
+    assert!(
+        matches!(response.body, Err(WireError::TooLarge { .. })),
+        "{response:?}"
+    );
+    drop(conn);
+
+    // The raw writer above began a newer epoch, so the client is fenced now;
+    // it still reads, and the node still serves.
+    let err = good
+        .put(0, b"keep", b"changed")
+        .expect("send")
+        .wait()
+        .await
+        .expect_err("fenced");
+    assert!(
+        matches!(err, ClientError::Storage(WireError::Fenced { .. })),
+        "{err}"
+    );
+    good.ping(1)
+        .expect("send")
+        .wait()
+        .await
+        .expect("the node keeps serving");
+    let puts_after = node
+        .engine
+        .stats()
+        .partitions
+        .iter()
+        .map(|p| p.puts)
+        .sum::<u64>();
+    assert_eq!(puts_before, puts_after, "no bad request stored anything");
+    drop(good);
+    node.shutdown().await;
+}
