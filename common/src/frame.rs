@@ -61,6 +61,7 @@ pub struct RawFrame {
 #[derive(Debug)]
 pub struct FrameDecoder {
     max_frame_bytes: usize,
+    reserve_whole_frames: bool,
     buf: BytesMut,
 }
 
@@ -70,8 +71,36 @@ impl FrameDecoder {
     pub fn new(max_frame_bytes: usize) -> Self {
         Self {
             max_frame_bytes,
+            reserve_whole_frames: false,
             buf: BytesMut::new(),
         }
+    }
+
+    /// A decoder for a peer that is trusted to send what it announces (a
+    /// client reading its storage node's responses): as soon as a frame's
+    /// length is known, room for all of it is reserved, so a 16 MiB range
+    /// arrives without reallocations. Lengths over the limit are still
+    /// refused.
+    pub fn trusting(max_frame_bytes: usize) -> Self {
+        Self::trusting_with_buffer(max_frame_bytes, BytesMut::new())
+    }
+
+    /// Like [`FrameDecoder::trusting`], receiving into `buf` (any bytes in
+    /// it are discarded). A buffer returned by
+    /// [`FrameDecoder::into_buffer`] whose frames have all been dropped is
+    /// reused without a new allocation.
+    pub fn trusting_with_buffer(max_frame_bytes: usize, mut buf: BytesMut) -> Self {
+        buf.clear();
+        Self {
+            max_frame_bytes,
+            reserve_whole_frames: true,
+            buf,
+        }
+    }
+
+    /// Gives back the receive buffer, for reuse by another decoder.
+    pub fn into_buffer(self) -> BytesMut {
+        self.buf
     }
 
     /// The frame limit.
@@ -111,7 +140,11 @@ impl FrameDecoder {
         }
         self.buf.extend_from_slice(data);
         if let Some(len) = self.front_len()? {
-            let wanted = (4 + len).min(INITIAL_RESERVE_BYTES);
+            let wanted = if self.reserve_whole_frames {
+                4 + len
+            } else {
+                (4 + len).min(INITIAL_RESERVE_BYTES)
+            };
             if self.buf.capacity() < wanted {
                 self.buf.reserve(wanted - self.buf.len());
             }

@@ -67,9 +67,18 @@ impl TransportSettings {
             .receive_window(VarInt::from_u32(self.connection_window_bytes))
             .send_window(u64::from(self.connection_window_bytes))
             .max_concurrent_bidi_streams(VarInt::from_u32(self.max_concurrent_streams))
-            .max_concurrent_uni_streams(VarInt::from_u32(0));
+            .max_concurrent_uni_streams(VarInt::from_u32(0))
+            // Bulk responses are sent one after the other rather than
+            // interleaved, so the first of two prefetched ranges arrives
+            // whole as early as possible (the control stream has a higher
+            // priority and is never held up by them).
+            .send_fairness(false);
         let mut mtu = MtuDiscoveryConfig::default();
-        mtu.upper_bound(self.max_udp_payload_bytes);
+        // Losses under congestion can look like a black hole and drop the
+        // datagram size to the 1200-byte minimum; probe again soon instead
+        // of after quinn's default minute.
+        mtu.upper_bound(self.max_udp_payload_bytes)
+            .black_hole_cooldown(Duration::from_secs(2));
         config.mtu_discovery_config(Some(mtu));
         config
     }

@@ -73,6 +73,99 @@ impl AlignedBuf {
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
     }
+
+    /// Sets the visible length to `len`, at most the capacity. Bytes that
+    /// become visible keep whatever they held (they are initialised).
+    ///
+    /// # Panics
+    /// If `len` exceeds the capacity.
+    pub fn set_len_within_capacity(&mut self, len: usize) {
+        assert!(len <= self.capacity, "length beyond capacity");
+        self.len = len;
+    }
+}
+
+/// A few large aligned buffers kept for reuse, so that range reads do not
+/// fault in fresh pages for every request.
+#[derive(Debug)]
+pub struct BufferPool {
+    free: std::sync::Mutex<Vec<AlignedBuf>>,
+    keep: usize,
+}
+
+impl BufferPool {
+    /// A pool that keeps at most `keep` buffers.
+    pub fn new(keep: usize) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            free: std::sync::Mutex::new(Vec::new()),
+            keep,
+        })
+    }
+
+    /// A buffer of `len` bytes whose contents are unspecified (stale bytes
+    /// of an earlier use, or zeros): the caller overwrites what it exposes.
+    pub fn take(self: &std::sync::Arc<Self>, len: usize) -> PooledBuf {
+        let reused = {
+            let mut free = self
+                .free
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            free.iter()
+                .position(|b| b.capacity() >= len)
+                .map(|i| free.swap_remove(i))
+        };
+        let mut buf = reused.unwrap_or_else(|| AlignedBuf::zeroed(len));
+        buf.set_len_within_capacity(len);
+        PooledBuf {
+            buf: Some(buf),
+            pool: std::sync::Arc::clone(self),
+        }
+    }
+
+    fn give_back(&self, buf: AlignedBuf) {
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if free.len() < self.keep {
+            free.push(buf);
+        }
+    }
+}
+
+/// A buffer borrowed from a [`BufferPool`], returned to it when dropped.
+#[derive(Debug)]
+pub struct PooledBuf {
+    buf: Option<AlignedBuf>,
+    pool: std::sync::Arc<BufferPool>,
+}
+
+impl Deref for PooledBuf {
+    type Target = AlignedBuf;
+
+    fn deref(&self) -> &AlignedBuf {
+        self.buf.as_ref().expect("present until dropped")
+    }
+}
+
+impl DerefMut for PooledBuf {
+    fn deref_mut(&mut self) -> &mut AlignedBuf {
+        self.buf.as_mut().expect("present until dropped")
+    }
+}
+
+impl AsRef<[u8]> for PooledBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.deref()
+    }
+}
+
+impl Drop for PooledBuf {
+    fn drop(&mut self) {
+        if let Some(buf) = self.buf.take() {
+            self.pool.give_back(buf);
+        }
+    }
 }
 
 impl Deref for AlignedBuf {
@@ -128,6 +221,20 @@ mod tests {
         assert_eq!(buf.spare_aligned_mut()[4999], 7);
         buf.truncate(10);
         assert_eq!(buf.len(), 10);
+    }
+
+    #[test]
+    fn pooled_buffers_are_reused() {
+        let pool = BufferPool::new(2);
+        let first = pool.take(10_000);
+        let addr = first.as_ptr() as usize;
+        assert_eq!(first.len(), 10_000);
+        drop(first);
+        let again = pool.take(5_000);
+        assert_eq!(again.as_ptr() as usize, addr, "the buffer came back");
+        assert_eq!(again.len(), 5_000);
+        let bigger = pool.take(100_000);
+        assert!(bigger.capacity() >= 100_000);
     }
 
     #[test]

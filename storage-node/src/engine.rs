@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 
 use splitkv_common::message::WriteAck;
 
+use crate::aligned::BufferPool;
 use crate::config::{Durability, EngineConfig, Limits};
 use crate::disk::{Disk, OsDisk};
 use crate::error::{Result, StorageError};
@@ -17,6 +18,9 @@ use crate::partition::{Partition, WriteOp};
 use crate::read::{ExportProgress, RangeRead, RecordBytes};
 use crate::recovery::{self, PartitionRecovery};
 use crate::uring::IoEngineKind;
+
+/// Range-read buffers kept for reuse (up to 16 MiB each).
+const RANGE_BUFFERS_KEPT: usize = 4;
 
 /// State shared by all partitions.
 pub(crate) struct Shared {
@@ -28,6 +32,8 @@ pub(crate) struct Shared {
     pub(crate) durability: Durability,
     pub(crate) limits: Limits,
     pub(crate) keylog_chunk_bytes: usize,
+    /// Buffers for range reads, reused across requests.
+    pub(crate) range_buffers: Arc<BufferPool>,
 }
 
 impl Shared {
@@ -162,6 +168,7 @@ impl StorageEngine {
             durability: config.durability,
             limits: config.limits,
             keylog_chunk_bytes: manifest.keylog_chunk_bytes,
+            range_buffers: BufferPool::new(RANGE_BUFFERS_KEPT),
         });
         let mut partitions = Vec::with_capacity(recovered.len());
         let mut reports = Vec::with_capacity(recovered.len());

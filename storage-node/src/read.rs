@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use splitkv_common::record::{self, RecordError, ValueRecord};
 
-use crate::aligned::{AlignedBuf, align_down, align_up};
+use crate::aligned::{AlignedBuf, PooledBuf, align_down, align_up};
 use crate::error::{Result, StorageError};
 use crate::keylog::BadPosition;
 use crate::partition::{Partition, State};
@@ -49,7 +49,7 @@ impl RecordBytes {
 #[derive(Debug)]
 pub struct RangeRead {
     /// The bytes; see [`RangeRead::bytes`].
-    buf: AlignedBuf,
+    buf: PooledBuf,
     start: usize,
     len: usize,
     /// The partition's committed end when the range was read. The range
@@ -64,8 +64,9 @@ impl RangeRead {
         &self.buf[self.start..self.start + self.len]
     }
 
-    /// The buffer and the range's position in it, for sending without a copy.
-    pub fn into_parts(self) -> (AlignedBuf, Range<usize>, u64) {
+    /// The buffer and the range's position in it, for sending without a
+    /// copy. The buffer returns to its pool when dropped.
+    pub fn into_parts(self) -> (PooledBuf, Range<usize>, u64) {
         let range = self.start..self.start + self.len;
         (self.buf, range, self.committed_end)
     }
@@ -180,7 +181,7 @@ impl Partition {
             let committed_end = st.committed_end();
             if offset >= committed_end {
                 return Ok(RangeRead {
-                    buf: AlignedBuf::zeroed(0),
+                    buf: self.shared.range_buffers.take(0),
                     start: 0,
                     len: 0,
                     committed_end,
@@ -188,7 +189,10 @@ impl Partition {
             }
             let end = committed_end.min(offset + max_len as u64);
             let aligned_end = align_up(end);
-            let mut buf = AlignedBuf::zeroed((aligned_end - aligned_start) as usize);
+            let mut buf = self
+                .shared
+                .range_buffers
+                .take((aligned_end - aligned_start) as usize);
             let mut covered: [Option<Range<u64>>; 2] = [None, None];
             for (slot, state) in st.slots.iter().enumerate() {
                 let Some(held) = state.unflushed() else {
@@ -205,6 +209,13 @@ impl Partition {
                 };
                 let at = (lo - aligned_start) as usize;
                 buf[at..at + src.len()].copy_from_slice(src);
+                // The buffer's padding up to its aligned end is zeros on
+                // disk; the pooled buffer may hold stale bytes there.
+                let pad_end = align_up(held.end).min(aligned_end);
+                if pad_end > hi {
+                    let from = (hi - aligned_start) as usize;
+                    buf.spare_aligned_mut()[from..(pad_end - aligned_start) as usize].fill(0);
+                }
                 covered[slot] = Some(held.start..align_up(held.end));
             }
             (buf, end, committed_end, covered)

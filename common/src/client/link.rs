@@ -175,7 +175,7 @@ pub(crate) async fn establish(
         send.write_all(&encode_frame(&hello, &[]))
             .await
             .map_err(|e| write_error(shared, e))?;
-        let mut decoder = FrameDecoder::new(shared.max_frame_bytes);
+        let mut decoder = FrameDecoder::trusting(shared.max_frame_bytes);
         let welcome = loop {
             let chunk = recv
                 .read_chunk(1 << 20, true)
@@ -268,7 +268,12 @@ async fn read_loop(
         let chunk = match recv.read_chunk(1 << 20, true).await {
             Ok(Some(chunk)) => chunk,
             Ok(None) => break "the storage node closed the control stream".to_string(),
-            Err(e) => break read_error(&shared, e).to_string(),
+            Err(e) => {
+                break match read_error(&shared, e) {
+                    ClientError::ConnectionLost { reason } => reason,
+                    other => other.to_string(),
+                };
+            }
         };
         if let Err(e) = decoder.push(&chunk.bytes) {
             break format!("malformed response stream: {e}");

@@ -170,6 +170,10 @@ pub(crate) struct Shared {
     closing: AtomicBool,
     max_frame_bytes: usize,
     links: OnceLock<Vec<Arc<Link>>>,
+    /// Receive buffers of finished bulk transfers. Once the caller drops
+    /// what it received, the next transfer refills the same memory instead
+    /// of faulting in a fresh allocation.
+    bulk_buffers: parking_lot::Mutex<Vec<bytes::BytesMut>>,
 }
 
 impl Shared {
@@ -257,6 +261,7 @@ impl StorageClient {
             fenced: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             links: OnceLock::new(),
+            bulk_buffers: parking_lot::Mutex::new(Vec::new()),
         });
         let (first, welcome) = link::establish(&shared, 0).await?;
         shared.epoch.store(welcome.epoch, Ordering::Release);
@@ -517,35 +522,33 @@ impl StorageClient {
                 .await
                 .map_err(|e| link::write_error(&self.shared, e))?;
             let _ = send.finish();
-            let mut decoder = FrameDecoder::new(self.shared.max_frame_bytes);
-            loop {
-                let chunk = recv
-                    .read_chunk(4 << 20, true)
-                    .await
-                    .map_err(|e| link::read_error(&self.shared, e))?;
-                let Some(chunk) = chunk else {
-                    decoder
-                        .finish()
-                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                    return Err(ClientError::Protocol(
-                        "bulk stream ended before its last frame".into(),
-                    ));
-                };
-                decoder
-                    .push(&chunk.bytes)
-                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                while let Some(frame) = decoder
-                    .next_frame()
-                    .map_err(|e| ClientError::Protocol(e.to_string()))?
-                {
-                    let response = message::decode_response(&frame)
-                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                    let body = response.body.map_err(ClientError::Storage)?;
-                    if on_frame(body, frame.blob)? {
-                        return Ok(());
+            let buffer = self.shared.bulk_buffers.lock().pop().unwrap_or_default();
+            let mut decoder =
+                FrameDecoder::trusting_with_buffer(self.shared.max_frame_bytes, buffer);
+            let result = loop {
+                let chunk = match recv.read_chunk(4 << 20, true).await {
+                    Ok(Some(chunk)) => chunk,
+                    Ok(None) => {
+                        let reason = match decoder.finish() {
+                            Err(e) => e.to_string(),
+                            Ok(()) => "bulk stream ended before its last frame".into(),
+                        };
+                        break Err(ClientError::Protocol(reason));
                     }
+                    Err(e) => break Err(link::read_error(&self.shared, e)),
+                };
+                if let Err(e) = decoder.push(&chunk.bytes) {
+                    break Err(ClientError::Protocol(e.to_string()));
                 }
+                if let Some(done) = deliver_frames(&mut decoder, &mut on_frame) {
+                    break done;
+                }
+            };
+            let mut pool = self.shared.bulk_buffers.lock();
+            if pool.len() < BULK_BUFFERS_KEPT {
+                pool.push(decoder.into_buffer());
             }
+            result
         };
         tokio::time::timeout(self.timeout(), work)
             .await
@@ -638,6 +641,33 @@ impl StorageClient {
 impl Drop for StorageClient {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// Receive buffers of bulk transfers kept for reuse.
+const BULK_BUFFERS_KEPT: usize = 8;
+
+/// Hands each complete frame to `on_frame`; `Some` once the transfer is
+/// over (its last frame delivered, or an error).
+fn deliver_frames(
+    decoder: &mut FrameDecoder,
+    on_frame: &mut impl FnMut(ResponseBody, Bytes) -> Result<bool, ClientError>,
+) -> Option<Result<(), ClientError>> {
+    loop {
+        let frame = match decoder.next_frame() {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(ClientError::Protocol(e.to_string()))),
+        };
+        let outcome = message::decode_response(&frame)
+            .map_err(|e| ClientError::Protocol(e.to_string()))
+            .and_then(|response| response.body.map_err(ClientError::Storage))
+            .and_then(|body| on_frame(body, frame.blob));
+        match outcome {
+            Ok(false) => {}
+            Ok(true) => return Some(Ok(())),
+            Err(e) => return Some(Err(e)),
+        }
     }
 }
 

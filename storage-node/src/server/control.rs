@@ -24,6 +24,9 @@ use super::convert::{stats_report, wire_error};
 use super::{Shared, bulk};
 use crate::{StorageError, WriteOp};
 
+/// Send priority of control streams; bulk streams keep quinn's default 0.
+const CONTROL_PRIORITY: i32 = 1;
+
 /// How long a new connection may take to send its `Hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -63,6 +66,8 @@ async fn serve_streams(
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
 ) -> Result<(), String> {
+    // Small requests and their answers go before any bulk transfer.
+    let _ = send.set_priority(CONTROL_PRIORITY);
     let mut decoder = FrameDecoder::new(shared.max_frame_bytes);
     let first = tokio::time::timeout(HELLO_TIMEOUT, next_frame(recv, &mut decoder))
         .await
