@@ -1,1 +1,16 @@
-//! compute-node
+//! The SplitKV compute node: a stateless [`Engine`] in front of a storage
+//! node (the key index and two sliding read windows per partition, in
+//! memory, rebuilt from the storage node at start), and a Redis-protocol
+//! server in front of the engine ([`resp`]).
+
+pub mod config;
+mod engine;
+pub mod error;
+pub mod index;
+mod ops;
+mod rebuild;
+pub mod window;
+
+pub use config::EngineConfig;
+pub use engine::{Engine, EngineStats};
+pub use error::{EngineError, Result};

@@ -1,0 +1,52 @@
+//! Configuration of a compute node's engine.
+
+use std::sync::Arc;
+
+use splitkv_common::limits::{DEFAULT_MAX_KEY_BYTES, DEFAULT_MAX_VALUE_BYTES};
+use splitkv_common::tls::NodeIdentity;
+use splitkv_common::transport::TransportSettings;
+
+/// How to reach the storage node, and the engine's limits and sizes.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// `host:port` of the storage node.
+    pub storage: String,
+    /// This node's certificate, key and the cluster CA.
+    pub identity: Arc<NodeIdentity>,
+    /// Longest key accepted (keys are at least 1 byte).
+    pub max_key_bytes: usize,
+    /// Longest value accepted.
+    pub max_value_bytes: usize,
+    /// Size of each of a partition's two read windows.
+    pub window_bytes: u64,
+    /// Deadline of each request to the storage node.
+    pub request_timeout_ms: u64,
+    /// Deadline of each connection attempt.
+    pub connect_timeout_ms: u64,
+    /// How long a write waits for a connection that is down (the storage
+    /// node restarting) before it fails.
+    pub reconnect_wait_ms: u64,
+    /// Threads of the engine's async runtime.
+    pub worker_threads: usize,
+    /// QUIC transport settings.
+    pub transport: TransportSettings,
+}
+
+impl EngineConfig {
+    /// Defaults (1 KiB keys, 16 MiB values, 10 MiB windows, 5 s deadlines)
+    /// for the storage node at `storage`.
+    pub fn new(storage: impl Into<String>, identity: Arc<NodeIdentity>) -> Self {
+        Self {
+            storage: storage.into(),
+            identity,
+            max_key_bytes: DEFAULT_MAX_KEY_BYTES,
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            window_bytes: 10 << 20,
+            request_timeout_ms: 5_000,
+            connect_timeout_ms: 5_000,
+            reconnect_wait_ms: 10_000,
+            worker_threads: 2,
+            transport: TransportSettings::default(),
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The compute node's engine: it holds no state on its own disk. At start it
+//! connects to the storage node (one connection per partition), pulls every
+//! partition's key log in parallel and rebuilds the index; then it serves
+//! reads from its windows or the storage node, and writes through the
+//! storage node, updating the index from each acknowledgement.
+//!
+//! Every method comes in a blocking form (for plain threads) and an async
+//! form (for tasks on the engine's runtime, see [`Engine::handle`]); the
+//! blocking forms must not be called from inside an async task.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use splitkv_common::client::{ClientConfig, ClientError, StorageClient};
+
+use crate::config::EngineConfig;
+use crate::error::{EngineError, Result};
+use crate::index::{Index, IndexStats};
+use crate::rebuild;
+use crate::window::{Fetch, PartitionWindows};
+
+/// Counters of the engine's work since it started.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) puts: AtomicU64,
+    pub(crate) deletes: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
+    pub(crate) point_reads: AtomicU64,
+    pub(crate) window_fetches: AtomicU64,
+    pub(crate) window_fetch_bytes: AtomicU64,
+    pub(crate) tail_pulls: AtomicU64,
+}
+
+/// A snapshot of the engine's state, for INFO and benchmarks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineStats {
+    /// Partitions (and connections) of the storage node.
+    pub partitions: usize,
+    /// Connections that are up.
+    pub links_up: usize,
+    /// The writer epoch held.
+    pub epoch: u64,
+    /// True once a newer writer has fenced this engine.
+    pub fenced: bool,
+    /// What the index holds and its memory use.
+    pub index: IndexStats,
+    /// Index memory per live key.
+    pub index_bytes_per_key: f64,
+    /// Puts acknowledged.
+    pub puts: u64,
+    /// Deletes acknowledged.
+    pub deletes: u64,
+    /// Gets served.
+    pub gets: u64,
+    /// Reads answered from a window without waiting on the network.
+    pub hits: u64,
+    /// Reads that waited for a window or read their record on its own.
+    pub misses: u64,
+    /// Records read on their own.
+    pub point_reads: u64,
+    /// Windows fetched.
+    pub window_fetches: u64,
+    /// Bytes those fetches brought.
+    pub window_fetch_bytes: u64,
+    /// Key-log tails pulled after reconnections.
+    pub tail_pulls: u64,
+}
+
+impl EngineStats {
+    /// Hits as a share of reads (1 when there were none).
+    pub fn hit_ratio(&self) -> f64 {
+        let reads = self.hits + self.misses;
+        if reads == 0 { 1.0 } else { self.hits as f64 / reads as f64 }
+    }
+}
+
+/// State shared by the engine's callers and its background tasks.
+pub(crate) struct Inner {
+    pub(crate) config: EngineConfig,
+    pub(crate) client: StorageClient,
+    pub(crate) index: Index,
+    pub(crate) windows: Vec<PartitionWindows>,
+    /// Per link: the highest sequence number acknowledged on it. After a
+    /// reconnection, the key-log tail past it is pulled, so a write whose
+    /// acknowledgement was lost becomes visible.
+    pub(crate) acked_seq: Vec<AtomicU64>,
+    pub(crate) counters: Counters,
+    pub(crate) handle: tokio::runtime::Handle,
+    next_link: AtomicUsize,
+}
+
+impl Inner {
+    pub(crate) fn partitions(&self) -> usize {
+        self.windows.len()
+    }
+
+    pub(crate) fn note_acked(&self, link: usize, seq: u64) {
+        self.acked_seq[link].fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Starts a window fetch in the background.
+    pub(crate) fn spawn_fetch(self: &Arc<Self>, partition: usize, fetch: Fetch) {
+        self.counters.window_fetches.fetch_add(1, Ordering::Relaxed);
+        let inner = Arc::clone(self);
+        self.handle.spawn(async move {
+            let start = fetch.range.start;
+            let len = (fetch.range.end - start) as usize;
+            let windows = &inner.windows[partition];
+            match inner.client.read_range(partition, start, len).await {
+                Ok((bytes, committed_end)) => {
+                    inner
+                        .counters
+                        .window_fetch_bytes
+                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                    let range = start..start + bytes.len() as u64;
+                    windows.complete(fetch.id, range, bytes, committed_end);
+                }
+                Err(e) => {
+                    tracing::debug!(partition, "window fetch failed: {e}");
+                    windows.fail(fetch.id);
+                }
+            }
+        });
+    }
+
+    pub(crate) fn check_key(&self, key: &[u8]) -> Result<()> {
+        if key.is_empty() {
+            return Err(EngineError::EmptyKey);
+        }
+        if key.len() > self.config.max_key_bytes {
+            return Err(EngineError::TooLarge {
+                what: "key",
+                len: key.len(),
+                max: self.config.max_key_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_value(&self, value: &[u8]) -> Result<()> {
+        if value.len() > self.config.max_value_bytes {
+            return Err(EngineError::TooLarge {
+                what: "value",
+                len: value.len(),
+                max: self.config.max_value_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// The link a caller that names none uses: one per thread, spread round
+    /// robin, so that one thread's operations stay in order.
+    pub(crate) fn thread_link(&self) -> usize {
+        thread_local! {
+            static LINK: Cell<Option<usize>> = const { Cell::new(None) };
+        }
+        LINK.with(|link| match link.get() {
+            Some(l) => l % self.partitions(),
+            None => {
+                let l = self.next_link.fetch_add(1, Ordering::Relaxed);
+                link.set(Some(l));
+                l % self.partitions()
+            }
+        })
+    }
+
+    /// A link for a new caller (e.g. a RESP client), spread round robin.
+    pub(crate) fn next_link(&self) -> usize {
+        self.next_link.fetch_add(1, Ordering::Relaxed) % self.partitions()
+    }
+
+    pub(crate) fn reconnect_wait(&self) -> Duration {
+        Duration::from_millis(self.config.reconnect_wait_ms)
+    }
+}
+
+/// A compute node's engine. Thread-safe; cheap to share behind an `Arc`.
+pub struct Engine {
+    pub(crate) inner: Arc<Inner>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Engine {
+    /// Connects to the storage node, begins a new writer epoch (fencing any
+    /// older writer), and rebuilds the index from every partition's key log.
+    /// Blocking; starts the engine's own runtime.
+    pub fn connect(config: EngineConfig) -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.worker_threads.max(1))
+            .thread_name("compute-engine")
+            .enable_all()
+            .build()
+            .map_err(EngineError::Runtime)?;
+        let inner = runtime.block_on(connect_inner(config, runtime.handle().clone()))?;
+        Ok(Self {
+            inner,
+            runtime: Some(runtime),
+        })
+    }
+
+    /// The engine's runtime, on which the async methods run.
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        &self.inner.handle
+    }
+
+    /// Number of partitions (and connections).
+    pub fn partitions(&self) -> usize {
+        self.inner.partitions()
+    }
+
+    /// A link for a new caller that wants its writes kept in order (for
+    /// example one RESP client connection).
+    pub fn assign_link(&self) -> usize {
+        self.inner.next_link()
+    }
+
+    /// Counters and state.
+    pub fn stats(&self) -> EngineStats {
+        let c = &self.inner.counters;
+        let index = self.inner.index.stats();
+        let client = &self.inner.client;
+        EngineStats {
+            partitions: self.partitions(),
+            links_up: (0..self.partitions()).filter(|&l| client.is_up(l)).count(),
+            epoch: client.epoch(),
+            fenced: client.is_fenced(),
+            index_bytes_per_key: if index.live_keys == 0 {
+                0.0
+            } else {
+                index.memory_bytes as f64 / index.live_keys as f64
+            },
+            index,
+            puts: c.puts.load(Ordering::Relaxed),
+            deletes: c.deletes.load(Ordering::Relaxed),
+            gets: c.gets.load(Ordering::Relaxed),
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            point_reads: c.point_reads.load(Ordering::Relaxed),
+            window_fetches: c.window_fetches.load(Ordering::Relaxed),
+            window_fetch_bytes: c.window_fetch_bytes.load(Ordering::Relaxed),
+            tail_pulls: c.tail_pulls.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Live keys in the index.
+    pub fn len(&self) -> u64 {
+        self.inner.index.live_keys()
+    }
+
+    /// True if the index holds no live key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.inner.client.close();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+async fn connect_inner(config: EngineConfig, handle: tokio::runtime::Handle) -> Result<Arc<Inner>> {
+    let me: Arc<OnceLock<Weak<Inner>>> = Arc::new(OnceLock::new());
+    let mut client_config = ClientConfig::new(config.storage.clone(), Arc::clone(&config.identity));
+    client_config.request_timeout_ms = config.request_timeout_ms;
+    client_config.connect_timeout_ms = config.connect_timeout_ms;
+    client_config.transport = config.transport;
+    client_config.max_frame_bytes = splitkv_common::message::max_frame_bytes(config.max_key_bytes, config.max_value_bytes);
+    let hook_target = Arc::clone(&me);
+    client_config.on_reconnect = Some(Arc::new(move |link| {
+        if let Some(inner) = hook_target.get().and_then(Weak::upgrade) {
+            rebuild::spawn_tail_pull(inner, link);
+        }
+    }));
+    let client = StorageClient::connect(client_config).await?;
+    let partitions = client.partitions();
+    let inner = Arc::new(Inner {
+        windows: (0..partitions)
+            .map(|_| PartitionWindows::new(config.window_bytes, 0))
+            .collect(),
+        acked_seq: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
+        config,
+        client,
+        index: Index::new(),
+        counters: Counters::default(),
+        handle,
+        next_link: AtomicUsize::new(0),
+    });
+    let _ = me.set(Arc::downgrade(&inner));
+    let started = std::time::Instant::now();
+    rebuild::rebuild_index(&inner).await?;
+    let stats = inner.index.stats();
+    tracing::info!(
+        keys = stats.live_keys,
+        partitions,
+        epoch = inner.client.epoch(),
+        seconds = started.elapsed().as_secs_f64(),
+        "index rebuilt from the storage node's key logs"
+    );
+    Ok(inner)
+}
+
+pub(crate) fn storage_error(e: ClientError) -> EngineError {
+    EngineError::Storage(e)
+}

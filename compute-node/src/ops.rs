@@ -1,0 +1,374 @@
+//! The engine's operations: put, get, delete and their batch forms, each
+//! blocking and async.
+//!
+//! A write is acknowledged to the caller only after the storage node has
+//! acknowledged it; the acknowledgement's sequence number and offset update
+//! the index, which never moves a key to a lower sequence number. A read
+//! resolves the key in the index, then takes the record from a window (a
+//! hit) or from the storage node, and checks its checksum, key and sequence
+//! number before returning the value.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use splitkv_common::client::{Call, ClientError};
+use splitkv_common::message::WriteAck;
+use splitkv_common::record::{self, VALUE_HEADER_BYTES};
+
+use crate::engine::{Engine, Inner, storage_error};
+use crate::error::{EngineError, Result};
+use crate::index::Location;
+use crate::window::Lookup;
+
+/// Checks a record against the index entry it was read for and returns its
+/// value.
+fn verify(key: &[u8], location: &Location, bytes: &Bytes) -> std::result::Result<Bytes, String> {
+    let decoded = record::decode_value_record(bytes).map_err(|e| e.to_string())?;
+    if decoded.key != key {
+        return Err("the record belongs to another key".into());
+    }
+    if decoded.seq != location.seq {
+        return Err(format!("the record has sequence {}, the index {}", decoded.seq, location.seq));
+    }
+    if decoded.encoded_len() != bytes.len() {
+        return Err("the record's length differs from the index's".into());
+    }
+    Ok(bytes.slice(VALUE_HEADER_BYTES + key.len()..))
+}
+
+fn corrupt(key: &[u8], location: &Location, reason: String) -> EngineError {
+    EngineError::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        partition: location.partition as usize,
+        offset: location.offset,
+        reason,
+    }
+}
+
+impl Inner {
+    fn record_put(&self, link: usize, key: &[u8], value_len: usize, ack: WriteAck) {
+        let len = record::value_record_len(key.len(), value_len);
+        self.index.apply(
+            key,
+            Location {
+                seq: ack.seq,
+                offset: ack.offset,
+                len: len as u32,
+                partition: link as u16,
+            },
+        );
+        self.note_acked(link, ack.seq);
+        self.windows[link].note_committed_end(ack.offset + len as u64);
+        self.counters.puts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn record_delete(&self, link: usize, key: &[u8], ack: WriteAck) {
+        self.index.apply(key, Location::tombstone(ack.seq, link as u16));
+        self.note_acked(link, ack.seq);
+        self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn check_pairs(&self, items: &[(&[u8], &[u8])]) -> Result<()> {
+        for (key, value) in items {
+            self.check_key(key)?;
+            self.check_value(value)?;
+        }
+        Ok(())
+    }
+
+    /// Where a live key's newest record is, counting the read.
+    fn resolve(&self, key: &[u8]) -> Result<Option<Location>> {
+        self.check_key(key)?;
+        self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        Ok(self.index.get(key).filter(|l| !l.is_tombstone()))
+    }
+
+    fn hit(&self) {
+        self.counters.hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn miss(&self) {
+        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Looks the record up in the windows, starting a fetch if the policy
+    /// wants one.
+    fn lookup(self: &Arc<Self>, location: &Location) -> Lookup {
+        let partition = location.partition as usize;
+        let (lookup, fetch) = self.windows[partition].lookup(location.offset, u64::from(location.len));
+        if let Some(fetch) = fetch {
+            self.spawn_fetch(partition, fetch);
+        }
+        lookup
+    }
+
+    fn point_read(&self, location: &Location) -> Result<Call<Bytes>> {
+        self.counters.point_reads.fetch_add(1, Ordering::Relaxed);
+        self.client
+            .get(location.partition as usize, location.offset, location.len as usize)
+            .map_err(storage_error)
+    }
+}
+
+/// Runs `submit` and, if the link is down, waits for it to come back (up to
+/// the reconnect wait) and tries once more. A request that was never sent can
+/// be retried safely.
+fn submit_blocking<T>(
+    inner: &Inner,
+    link: usize,
+    submit: impl Fn() -> std::result::Result<Call<T>, ClientError>,
+) -> Result<Call<T>> {
+    match submit() {
+        Err(ClientError::Unavailable { .. }) => {
+            inner.client.wait_up_blocking(link, inner.reconnect_wait())?;
+            Ok(submit()?)
+        }
+        other => Ok(other?),
+    }
+}
+
+async fn submit_async<T>(
+    inner: &Inner,
+    link: usize,
+    submit: impl Fn() -> std::result::Result<Call<T>, ClientError>,
+) -> Result<Call<T>> {
+    match submit() {
+        Err(ClientError::Unavailable { .. }) => {
+            inner.client.wait_up(link, inner.reconnect_wait()).await?;
+            Ok(submit()?)
+        }
+        other => Ok(other?),
+    }
+}
+
+impl Engine {
+    /// Puts `key` = `value` through the calling thread's connection.
+    /// Returns once the storage node has acknowledged it.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put_on(self.inner.thread_link(), key, value)
+    }
+
+    /// Puts `key` = `value` through connection `link` (into partition
+    /// `link`); one caller's writes on one link take effect in order.
+    pub fn put_on(&self, link: usize, key: &[u8], value: &[u8]) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_key(key)?;
+        inner.check_value(value)?;
+        let link = link % inner.partitions();
+        let ack = submit_blocking(inner, link, || inner.client.put(link, key, value))?.wait_blocking()?;
+        inner.record_put(link, key, value.len(), ack);
+        Ok(())
+    }
+
+    /// Async form of [`Engine::put_on`].
+    pub async fn put_async(&self, link: usize, key: &[u8], value: &[u8]) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_key(key)?;
+        inner.check_value(value)?;
+        let link = link % inner.partitions();
+        let ack = submit_async(inner, link, || inner.client.put(link, key, value))
+            .await?
+            .wait()
+            .await?;
+        inner.record_put(link, key, value.len(), ack);
+        Ok(())
+    }
+
+    /// Puts every pair as one unit through the calling thread's connection:
+    /// after a crash either all of them or none are there.
+    pub fn put_many(&self, items: &[(&[u8], &[u8])]) -> Result<()> {
+        self.put_many_on(self.inner.thread_link(), items)
+    }
+
+    /// Like [`Engine::put_many`], through connection `link`.
+    pub fn put_many_on(&self, link: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_pairs(items)?;
+        let link = link % inner.partitions();
+        let acks = submit_blocking(inner, link, || inner.client.put_many(link, items))?.wait_blocking()?;
+        for ((key, value), ack) in items.iter().zip(acks) {
+            inner.record_put(link, key, value.len(), ack);
+        }
+        Ok(())
+    }
+
+    /// Async form of [`Engine::put_many_on`].
+    pub async fn put_many_async(&self, link: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_pairs(items)?;
+        let link = link % inner.partitions();
+        let acks = submit_async(inner, link, || inner.client.put_many(link, items))
+            .await?
+            .wait()
+            .await?;
+        for ((key, value), ack) in items.iter().zip(acks) {
+            inner.record_put(link, key, value.len(), ack);
+        }
+        Ok(())
+    }
+
+    /// Deletes `key` through the calling thread's connection. Returns
+    /// whether the key existed (as far as this engine knew).
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.delete_on(self.inner.thread_link(), key)
+    }
+
+    /// Like [`Engine::delete`], through connection `link`.
+    pub fn delete_on(&self, link: usize, key: &[u8]) -> Result<bool> {
+        let inner = &self.inner;
+        inner.check_key(key)?;
+        let link = link % inner.partitions();
+        let existed = inner.index.get(key).is_some_and(|l| !l.is_tombstone());
+        let ack = submit_blocking(inner, link, || inner.client.delete(link, key))?.wait_blocking()?;
+        inner.record_delete(link, key, ack);
+        Ok(existed)
+    }
+
+    /// Async form of [`Engine::delete_on`].
+    pub async fn delete_async(&self, link: usize, key: &[u8]) -> Result<bool> {
+        let inner = &self.inner;
+        inner.check_key(key)?;
+        let link = link % inner.partitions();
+        let existed = inner.index.get(key).is_some_and(|l| !l.is_tombstone());
+        let ack = submit_async(inner, link, || inner.client.delete(link, key))
+            .await?
+            .wait()
+            .await?;
+        inner.record_delete(link, key, ack);
+        Ok(existed)
+    }
+
+    /// True if `key` has a live value (as far as this engine knows).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.inner.index.get(key).is_some_and(|l| !l.is_tombstone())
+    }
+
+    /// The value of `key`, `None` if it has none.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        let inner = &self.inner;
+        let Some(location) = inner.resolve(key)? else {
+            return Ok(None);
+        };
+        let partition = location.partition as usize;
+        let len = u64::from(location.len);
+        match inner.lookup(&location) {
+            Lookup::Hit(bytes) => {
+                if let Ok(value) = verify(key, &location, &bytes) {
+                    inner.hit();
+                    return Ok(Some(value));
+                }
+                inner.miss();
+            }
+            Lookup::Wait { id } => {
+                inner.miss();
+                inner.windows[partition].wait(id);
+                if let Some(bytes) = inner.windows[partition].peek(location.offset, len)
+                    && let Ok(value) = verify(key, &location, &bytes)
+                {
+                    return Ok(Some(value));
+                }
+            }
+            Lookup::PointRead => inner.miss(),
+        }
+        let bytes = inner.point_read(&location)?.wait_blocking()?;
+        verify(key, &location, &bytes)
+            .map(Some)
+            .map_err(|reason| corrupt(key, &location, reason))
+    }
+
+    /// Async form of [`Engine::get`].
+    pub async fn get_async(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        let inner = &self.inner;
+        let Some(location) = inner.resolve(key)? else {
+            return Ok(None);
+        };
+        let partition = location.partition as usize;
+        let len = u64::from(location.len);
+        match inner.lookup(&location) {
+            Lookup::Hit(bytes) => {
+                if let Ok(value) = verify(key, &location, &bytes) {
+                    inner.hit();
+                    return Ok(Some(value));
+                }
+                inner.miss();
+            }
+            Lookup::Wait { id } => {
+                inner.miss();
+                inner.windows[partition].wait_async(id).await;
+                if let Some(bytes) = inner.windows[partition].peek(location.offset, len)
+                    && let Ok(value) = verify(key, &location, &bytes)
+                {
+                    return Ok(Some(value));
+                }
+            }
+            Lookup::PointRead => inner.miss(),
+        }
+        let bytes = inner.point_read(&location)?.wait().await?;
+        verify(key, &location, &bytes)
+            .map(Some)
+            .map_err(|reason| corrupt(key, &location, reason))
+    }
+
+    /// The values of `keys`, in order. Records not in a window are requested
+    /// together, so the batch costs one round trip.
+    pub fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
+        let pending = self.start_get_many(keys)?;
+        let mut out = Vec::with_capacity(keys.len());
+        for (key, slot) in keys.iter().zip(pending) {
+            out.push(match slot {
+                Pending::Done(value) => value,
+                Pending::Remote(location, call) => {
+                    let bytes = call.wait_blocking()?;
+                    Some(verify(key, &location, &bytes).map_err(|reason| corrupt(key, &location, reason))?)
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// Async form of [`Engine::get_many`].
+    pub async fn get_many_async(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
+        let pending = self.start_get_many(keys)?;
+        let mut out = Vec::with_capacity(keys.len());
+        for (key, slot) in keys.iter().zip(pending) {
+            out.push(match slot {
+                Pending::Done(value) => value,
+                Pending::Remote(location, call) => {
+                    let bytes = call.wait().await?;
+                    Some(verify(key, &location, &bytes).map_err(|reason| corrupt(key, &location, reason))?)
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// Serves what the windows hold and sends point reads for the rest
+    /// (windows that are loading are not waited for: a batch takes one round
+    /// trip).
+    fn start_get_many(&self, keys: &[&[u8]]) -> Result<Vec<Pending>> {
+        let inner = &self.inner;
+        let mut pending = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some(location) = inner.resolve(key)? else {
+                pending.push(Pending::Done(None));
+                continue;
+            };
+            if let Lookup::Hit(bytes) = inner.lookup(&location)
+                && let Ok(value) = verify(key, &location, &bytes)
+            {
+                inner.hit();
+                pending.push(Pending::Done(Some(value)));
+                continue;
+            }
+            inner.miss();
+            pending.push(Pending::Remote(location, inner.point_read(&location)?));
+        }
+        Ok(pending)
+    }
+}
+
+enum Pending {
+    Done(Option<Bytes>),
+    Remote(Location, Call<Bytes>),
+}

@@ -1,0 +1,105 @@
+//! Building the index from the storage node's key logs: all partitions in
+//! parallel at start, and a partition's tail after its connection comes back.
+//!
+//! Entries are applied by sequence number, deletes included, so the order in
+//! which partitions arrive does not matter. Tombstones stay in the index
+//! until every partition has been merged; only then can no older version of
+//! a deleted key still turn up, and they are dropped.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use splitkv_common::client::ClientError;
+use splitkv_common::record::{self, EntryKind, Frame};
+
+use crate::engine::Inner;
+use crate::error::Result;
+use crate::index::Location;
+
+/// What one export brought.
+#[derive(Debug, Default, Clone, Copy)]
+struct Merged {
+    max_seq: u64,
+    /// End of the furthest record any entry points at.
+    value_end: u64,
+}
+
+/// Applies every entry of a run of key-log frames to the index.
+fn merge_frames(inner: &Inner, partition: usize, frames: &Bytes, merged: &mut Merged) -> Result<(), ClientError> {
+    let mut at = 0;
+    while at < frames.len() {
+        let (frame, used) = record::decode_frame(&frames[at..])
+            .map_err(|e| ClientError::Protocol(format!("key-log export of partition {partition}: {e}")))?;
+        if let Frame::Entries(entries) = frame {
+            for entry in entries.iter() {
+                let entry = entry.map_err(|e| ClientError::Protocol(e.to_string()))?;
+                merged.max_seq = merged.max_seq.max(entry.seq);
+                let location = match entry.kind {
+                    EntryKind::Put => {
+                        let len = entry.record_len();
+                        merged.value_end = merged.value_end.max(entry.value_offset + len as u64);
+                        Location {
+                            seq: entry.seq,
+                            offset: entry.value_offset,
+                            len: len as u32,
+                            partition: partition as u16,
+                        }
+                    }
+                    EntryKind::Delete => Location::tombstone(entry.seq, partition as u16),
+                };
+                inner.index.apply(entry.key, location);
+            }
+        }
+        at += used;
+    }
+    Ok(())
+}
+
+/// Pulls `partition`'s key log from `from_seq` on into the index.
+async fn pull(inner: &Arc<Inner>, partition: usize, from_seq: u64) -> Result<Merged> {
+    let mut merged = Merged::default();
+    inner
+        .client
+        .export_keylog(partition, from_seq, |frames| merge_frames(inner, partition, &frames, &mut merged))
+        .await?;
+    inner.note_acked(partition, merged.max_seq);
+    inner.windows[partition].note_committed_end(merged.value_end);
+    Ok(merged)
+}
+
+/// Rebuilds the index from every partition's key log, in parallel, then
+/// drops the tombstones.
+pub(crate) async fn rebuild_index(inner: &Arc<Inner>) -> Result<()> {
+    let pulls: Vec<_> = (0..inner.partitions())
+        .map(|partition| {
+            let inner = Arc::clone(inner);
+            tokio::spawn(async move { pull(&inner, partition, 0).await })
+        })
+        .collect();
+    for pull in pulls {
+        pull.await
+            .map_err(|e| ClientError::Protocol(format!("index rebuild task failed: {e}")))??;
+    }
+    let dropped = inner.index.drop_tombstones();
+    tracing::debug!(dropped, "tombstones dropped after the rebuild");
+    Ok(())
+}
+
+/// After link `link` reconnects, pulls its partition's key log past the
+/// highest sequence number acknowledged on it: a write whose
+/// acknowledgement was lost with the connection shows up now rather than at
+/// the next restart.
+pub(crate) fn spawn_tail_pull(inner: Arc<Inner>, link: usize) {
+    let handle = inner.handle.clone();
+    handle.spawn(async move {
+        let from = inner.acked_seq[link].load(Ordering::Acquire) + 1;
+        match pull(&inner, link, from).await {
+            Ok(merged) => {
+                inner.counters.tail_pulls.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(link, from_seq = from, max_seq = merged.max_seq, "pulled the key-log tail after reconnecting");
+            }
+            Err(e) => tracing::warn!(link, "pulling the key-log tail after reconnecting failed: {e}"),
+        }
+    });
+}

@@ -1,0 +1,150 @@
+//! A partition's two read windows: the bytes, the placement policy
+//! ([`policy`]), and the waiting for fetches in flight, both from plain
+//! threads and from async tasks.
+
+pub mod policy;
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::Notify;
+
+pub use policy::{Decision, Fetch, WindowPolicy};
+
+/// One window's bytes.
+#[derive(Debug, Clone)]
+struct Filled {
+    start: u64,
+    bytes: Bytes,
+}
+
+impl Filled {
+    fn slice(&self, offset: u64, len: u64) -> Option<Bytes> {
+        let at = offset.checked_sub(self.start)? as usize;
+        let end = at.checked_add(len as usize)?;
+        (end <= self.bytes.len()).then(|| self.bytes.slice(at..end))
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    policy: WindowPolicy,
+    filled: [Option<Filled>; 2],
+}
+
+/// What a lookup found.
+#[derive(Debug)]
+pub enum Lookup {
+    /// The record's bytes, from a ready window (a hit).
+    Hit(Bytes),
+    /// Wait for fetch `id` (see [`PartitionWindows::wait`]), then look again.
+    Wait {
+        /// The fetch.
+        id: u64,
+    },
+    /// Read the record on its own.
+    PointRead,
+}
+
+/// The windows of one partition.
+#[derive(Debug)]
+pub struct PartitionWindows {
+    state: Mutex<State>,
+    changed: Condvar,
+    changed_async: Notify,
+}
+
+impl PartitionWindows {
+    /// Windows of `window_bytes` over a log whose committed end is believed
+    /// to be `committed_end`.
+    pub fn new(window_bytes: u64, committed_end: u64) -> Self {
+        Self {
+            state: Mutex::new(State {
+                policy: WindowPolicy::new(window_bytes, committed_end),
+                filled: [None, None],
+            }),
+            changed: Condvar::new(),
+            changed_async: Notify::new(),
+        }
+    }
+
+    /// Raises the known committed end.
+    pub fn note_committed_end(&self, end: u64) {
+        self.state.lock().policy.note_committed_end(end);
+    }
+
+    /// Looks up the record at `[offset, offset + len)` and returns what to do,
+    /// with the fetch to start (if any).
+    pub fn lookup(&self, offset: u64, len: u64) -> (Lookup, Option<Fetch>) {
+        let mut st = self.state.lock();
+        let (decision, fetch) = st.policy.on_read(offset, len);
+        if let Some(fetch) = &fetch {
+            st.filled[fetch.slot] = None;
+        }
+        let lookup = match decision {
+            Decision::Hit { slot } => match st.filled[slot].as_ref().and_then(|f| f.slice(offset, len)) {
+                Some(bytes) => Lookup::Hit(bytes),
+                None => Lookup::PointRead,
+            },
+            Decision::Wait { id, .. } => Lookup::Wait { id },
+            Decision::PointRead => Lookup::PointRead,
+        };
+        (lookup, fetch)
+    }
+
+    /// Stores the bytes fetch `id` brought (the log from `range.start`) and
+    /// wakes everyone waiting.
+    pub fn complete(&self, id: u64, range: Range<u64>, bytes: Bytes, committed_end: u64) {
+        let mut st = self.state.lock();
+        if let Some(slot) = st.policy.fetched(id, range.clone(), committed_end) {
+            st.filled[slot] = Some(Filled {
+                start: range.start,
+                bytes,
+            });
+        }
+        drop(st);
+        self.changed.notify_all();
+        self.changed_async.notify_waiters();
+    }
+
+    /// Records that fetch `id` failed and wakes its waiters (who then read
+    /// their records on their own).
+    pub fn fail(&self, id: u64) {
+        self.state.lock().policy.failed(id);
+        self.changed.notify_all();
+        self.changed_async.notify_waiters();
+    }
+
+    fn settled(st: &State, id: u64) -> bool {
+        !st.policy.is_loading(id)
+    }
+
+    /// Blocks the thread until fetch `id` has completed or failed.
+    pub fn wait(&self, id: u64) {
+        let mut st = self.state.lock();
+        while !Self::settled(&st, id) {
+            self.changed.wait(&mut st);
+        }
+    }
+
+    /// Waits until fetch `id` has completed or failed.
+    pub async fn wait_async(&self, id: u64) {
+        loop {
+            let notified = self.changed_async.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if Self::settled(&self.state.lock(), id) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// The record at `[offset, offset + len)` if a ready window holds it
+    /// (after a wait), without counting a read.
+    pub fn peek(&self, offset: u64, len: u64) -> Option<Bytes> {
+        let st = self.state.lock();
+        st.filled.iter().flatten().find_map(|f| f.slice(offset, len))
+    }
+}

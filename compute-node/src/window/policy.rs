@@ -1,0 +1,488 @@
+//! Where a partition's two read windows go: a state machine fed with reads
+//! and fetch completions, free of I/O so that access patterns can be
+//! simulated in tests.
+//!
+//! Windows are `window_bytes` long, placed at any offset, never past the
+//! committed end. They tile the log from wherever the first one was placed:
+//!
+//! * A read inside a ready window is a hit. The window most reads land in is
+//!   the *current* one; when most recent reads move to the other window, the
+//!   walk has moved, and the tile beyond it in the same direction is
+//!   prefetched into the window left behind. A lone window whose reads
+//!   climb (or descend) steadily gets its neighbour prefetched the same way.
+//!   So a forward walk and a region that moves backward are served from
+//!   windows, with the next one loading while the current one is read.
+//! * A read inside a loading window waits for it.
+//! * A read next to the windows loads the adjacent tile, unless that would
+//!   evict the current window (a straggler is read on its own instead).
+//! * Any other read starts a new tile around it (anchored at the committed
+//!   end when it is near it), unless recent windows went unused: then reads
+//!   are fetched one by one, so scattered reads do not pull whole windows.
+
+use std::ops::Range;
+
+/// Reads remembered to find the current window.
+const RECENT_READS: usize = 16;
+/// Of those, how many must be in the other window for the walk to move.
+const MOVE_THRESHOLD: usize = 12;
+/// Steadily climbing (or descending) reads that reveal a lone window's walk.
+const TREND_READS: usize = 8;
+/// A window evicted with fewer hits than this was not worth fetching.
+const USEFUL_HITS: u64 = 8;
+/// After this many useless windows, scattered misses are read one by one...
+const USELESS_LIMIT: u32 = 2;
+/// ...except that every this-many misses one window is tried again.
+const PROBE_EVERY: u32 = 64;
+
+/// What to do for a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Serve it from window `slot`, which is ready.
+    Hit {
+        /// The window.
+        slot: usize,
+    },
+    /// Window `slot` (fetch `id`) will hold it: wait for the fetch.
+    Wait {
+        /// The window.
+        slot: usize,
+        /// The fetch to wait for.
+        id: u64,
+    },
+    /// Read the record on its own.
+    PointRead,
+}
+
+/// A window fetch to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetch {
+    /// The window slot it fills.
+    pub slot: usize,
+    /// Identifies the fetch in [`WindowPolicy::fetched`].
+    pub id: u64,
+    /// The log range to read (the storage node may return less, never past
+    /// its committed end).
+    pub range: Range<u64>,
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    id: u64,
+    range: Range<u64>,
+    ready: bool,
+    hits: u64,
+}
+
+/// The placement state of one partition's two windows.
+#[derive(Debug, Clone)]
+pub struct WindowPolicy {
+    window_bytes: u64,
+    committed_end: u64,
+    slots: [Option<Slot>; 2],
+    current: Option<usize>,
+    recent: [u8; RECENT_READS],
+    recent_len: usize,
+    recent_at: usize,
+    trend: [u64; TREND_READS],
+    trend_len: usize,
+    trend_checked: bool,
+    next_id: u64,
+    useless: u32,
+    probe_countdown: u32,
+}
+
+impl WindowPolicy {
+    /// A policy for windows of `window_bytes`, over a log whose committed end
+    /// is believed to be `committed_end`.
+    pub fn new(window_bytes: u64, committed_end: u64) -> Self {
+        Self {
+            window_bytes,
+            committed_end,
+            slots: [None, None],
+            current: None,
+            recent: [0; RECENT_READS],
+            recent_len: 0,
+            recent_at: 0,
+            trend: [0; TREND_READS],
+            trend_len: 0,
+            trend_checked: false,
+            next_id: 1,
+            useless: 0,
+            probe_countdown: 0,
+        }
+    }
+
+    /// Raises the known committed end (from an acknowledgement or a fetch).
+    pub fn note_committed_end(&mut self, end: u64) {
+        self.committed_end = self.committed_end.max(end);
+    }
+
+    /// The committed end as far as this policy knows.
+    pub fn committed_end(&self) -> u64 {
+        self.committed_end
+    }
+
+    /// The log range window `slot` holds or will hold.
+    pub fn slot_range(&self, slot: usize) -> Option<Range<u64>> {
+        self.slots[slot].as_ref().map(|s| s.range.clone())
+    }
+
+    /// Decides how to serve a read of the record at `[offset, offset + len)`
+    /// and which fetch, if any, to start.
+    pub fn on_read(&mut self, offset: u64, len: u64) -> (Decision, Option<Fetch>) {
+        let record = offset..offset + len;
+        if len > self.window_bytes / 2 || record.end > self.committed_end {
+            return (Decision::PointRead, None);
+        }
+        if let Some(slot) = self.covering(&record) {
+            let s = self.slots[slot].as_ref().expect("covering slot exists");
+            if !s.ready {
+                return (Decision::Wait { slot, id: s.id }, None);
+            }
+            self.slots[slot].as_mut().expect("covering slot exists").hits += 1;
+            let prefetch = self.track(slot, offset);
+            return (Decision::Hit { slot }, prefetch);
+        }
+        match self.place_miss(&record) {
+            Some(fetch) => (
+                Decision::Wait {
+                    slot: fetch.slot,
+                    id: fetch.id,
+                },
+                Some(fetch),
+            ),
+            None => (Decision::PointRead, None),
+        }
+    }
+
+    /// Records that fetch `id` completed with the bytes of `range` (perhaps
+    /// shorter than asked) and the committed end the storage node reported.
+    /// Returns the slot it fills, or `None` if the fetch is no longer wanted
+    /// (its slot was reused meanwhile).
+    pub fn fetched(&mut self, id: u64, range: Range<u64>, committed_end: u64) -> Option<usize> {
+        self.note_committed_end(committed_end);
+        let index = (0..2).find(|&i| self.slots[i].as_ref().is_some_and(|s| s.id == id))?;
+        let slot = self.slots[index].as_mut()?;
+        slot.range = range;
+        slot.ready = true;
+        Some(index)
+    }
+
+    /// True while fetch `id` is wanted and has not completed.
+    pub fn is_loading(&self, id: u64) -> bool {
+        self.slots.iter().flatten().any(|s| s.id == id && !s.ready)
+    }
+
+    /// Records that fetch `id` failed: its slot is emptied.
+    pub fn failed(&mut self, id: u64) {
+        for index in 0..2 {
+            if self.slots[index].as_ref().is_some_and(|s| s.id == id) {
+                self.slots[index] = None;
+                if self.current == Some(index) {
+                    self.current = None;
+                }
+            }
+        }
+    }
+
+    fn covering(&self, record: &Range<u64>) -> Option<usize> {
+        (0..2).find(|&i| {
+            self.slots[i]
+                .as_ref()
+                .is_some_and(|s| s.range.start <= record.start && record.end <= s.range.end)
+        })
+    }
+
+    /// Notes a hit in `slot`; returns a prefetch when the walk moved.
+    fn track(&mut self, slot: usize, offset: u64) -> Option<Fetch> {
+        self.recent[self.recent_at] = slot as u8;
+        self.recent_at = (self.recent_at + 1) % RECENT_READS;
+        self.recent_len = (self.recent_len + 1).min(RECENT_READS);
+        let Some(current) = self.current else {
+            self.current = Some(slot);
+            self.reset_trend();
+            return None;
+        };
+        if slot != current {
+            let in_slot = self.recent[..self.recent_len].iter().filter(|&&s| s as usize == slot).count();
+            if in_slot < MOVE_THRESHOLD {
+                return None;
+            }
+            // The walk moved from `current` into `slot`: continue past it.
+            let from = self.slots[current].as_ref().map(|s| s.range.start)?;
+            let to = self.slots[slot].as_ref().map(|s| s.range.clone())?;
+            self.current = Some(slot);
+            self.reset_trend();
+            let beyond = if to.start >= from { self.tile_above(&to) } else { self.tile_below(&to) };
+            return beyond.map(|range| self.start_fetch(current, range));
+        }
+        if self.slots[1 - slot].is_some() || self.trend_checked {
+            return None;
+        }
+        // A lone window: watch for a steady walk to prefetch its neighbour.
+        self.trend[self.trend_len] = offset;
+        self.trend_len += 1;
+        if self.trend_len < TREND_READS {
+            return None;
+        }
+        self.trend_checked = true;
+        let window = self.slots[slot].as_ref()?.range.clone();
+        let rising = self.trend.windows(2).all(|w| w[0] < w[1]);
+        let falling = self.trend.windows(2).all(|w| w[0] > w[1]);
+        let range = if rising {
+            self.tile_above(&window)
+        } else if falling {
+            self.tile_below(&window)
+        } else {
+            None
+        }?;
+        Some(self.start_fetch(1 - slot, range))
+    }
+
+    fn reset_trend(&mut self) {
+        self.trend_len = 0;
+        self.trend_checked = false;
+    }
+
+    /// The tile after `window`, if any committed bytes are there.
+    fn tile_above(&self, window: &Range<u64>) -> Option<Range<u64>> {
+        let start = window.end;
+        (start < self.committed_end).then(|| start..(start + self.window_bytes).min(self.committed_end))
+    }
+
+    /// The tile before `window`, if it is not at the start of the log.
+    fn tile_below(&self, window: &Range<u64>) -> Option<Range<u64>> {
+        let end = window.start;
+        (end > 0).then(|| end.saturating_sub(self.window_bytes)..end)
+    }
+
+    fn start_fetch(&mut self, slot: usize, range: Range<u64>) -> Fetch {
+        if let Some(old) = &self.slots[slot] {
+            if old.hits < USEFUL_HITS {
+                self.useless += 1;
+            } else {
+                self.useless = 0;
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.slots[slot] = Some(Slot {
+            id,
+            range: range.clone(),
+            ready: false,
+            hits: 0,
+        });
+        if self.current == Some(slot) {
+            self.current = None;
+        }
+        Fetch { slot, id, range }
+    }
+
+    /// Where to load a window for a read no window covers, if anywhere.
+    fn place_miss(&mut self, record: &Range<u64>) -> Option<Fetch> {
+        let present: Vec<Range<u64>> = self.slots.iter().flatten().map(|s| s.range.clone()).collect();
+        let empty = (0..2).find(|&i| self.slots[i].is_none());
+        let lowest = present.iter().map(|r| r.start).min();
+        let highest = present.iter().map(|r| r.end).max();
+        if let (Some(low), Some(high)) = (lowest, highest) {
+            let below = record.start + self.window_bytes >= low && record.end <= low;
+            let above = record.start >= high && record.end <= high + self.window_bytes;
+            let tile = if below {
+                self.tile_below(&(low..low))
+            } else if above {
+                self.tile_above(&(high..high))
+            } else {
+                None
+            };
+            if let Some(range) = tile.filter(|r| r.start <= record.start && record.end <= r.end) {
+                // Load the neighbour, but never in place of the window the
+                // walk is in.
+                let slot = match empty {
+                    Some(slot) => slot,
+                    None => {
+                        let far = (0..2).find(|&i| {
+                            self.slots[i]
+                                .as_ref()
+                                .is_some_and(|s| if below { s.range.start != low } else { s.range.end != high })
+                        })?;
+                        if self.current == Some(far) {
+                            return None;
+                        }
+                        far
+                    }
+                };
+                return Some(self.start_fetch(slot, range));
+            }
+        }
+        // A read away from the windows.
+        if self.useless >= USELESS_LIMIT {
+            if self.probe_countdown > 0 {
+                self.probe_countdown -= 1;
+                return None;
+            }
+            self.probe_countdown = PROBE_EVERY;
+        }
+        let range = self.around(record);
+        let slot = empty.unwrap_or_else(|| match self.current {
+            Some(current) => 1 - current,
+            None => 0,
+        });
+        Some(self.start_fetch(slot, range))
+    }
+
+    /// A new tile holding `record`: ending at the committed end if the record
+    /// is in the last window's worth of the log, else centred on it (moved
+    /// inside the log if it would stick out).
+    fn around(&self, record: &Range<u64>) -> Range<u64> {
+        let end_anchor = self.committed_end.saturating_sub(self.window_bytes);
+        let start = if record.start >= end_anchor {
+            end_anchor
+        } else {
+            record.start.saturating_sub(self.window_bytes / 2).min(end_anchor)
+        };
+        start..(start + self.window_bytes).min(self.committed_end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: u64 = 10 << 20;
+    const RECORD: u64 = 4124;
+
+    /// Runs `reads` through a policy whose fetches complete at once (or
+    /// after `latency` further reads), and returns (hits, misses, fetched
+    /// bytes).
+    fn simulate(reads: &[u64], committed_end: u64, latency: usize) -> (u64, u64, u64) {
+        let mut policy = WindowPolicy::new(W, committed_end);
+        let mut pending: Vec<(usize, Fetch)> = Vec::new();
+        let (mut hits, mut misses, mut fetched) = (0, 0, 0);
+        for (i, &offset) in reads.iter().enumerate() {
+            pending.retain(|(due, f)| {
+                if *due <= i {
+                    policy.fetched(f.id, f.range.clone(), committed_end);
+                    false
+                } else {
+                    true
+                }
+            });
+            let (decision, fetch) = policy.on_read(offset, RECORD);
+            if let Some(f) = fetch {
+                fetched += f.range.end - f.range.start;
+                pending.push((i + latency, f));
+            }
+            match decision {
+                Decision::Hit { slot } => {
+                    let range = policy.slot_range(slot).expect("hit slot");
+                    assert!(range.start <= offset && offset + RECORD <= range.end);
+                    hits += 1;
+                }
+                Decision::Wait { id, .. } => {
+                    // The reader waits: complete that fetch now.
+                    misses += 1;
+                    if let Some(pos) = pending.iter().position(|(_, f)| f.id == id) {
+                        let (_, f) = pending.remove(pos);
+                        policy.fetched(f.id, f.range.clone(), committed_end);
+                    }
+                }
+                Decision::PointRead => misses += 1,
+            }
+        }
+        (hits, misses, fetched)
+    }
+
+    /// Record offsets of `keys` consecutive 4124-byte records, with the
+    /// storage node's padding at 1 MiB buffer boundaries.
+    fn layout(keys: u64) -> Vec<u64> {
+        let mut offsets = Vec::new();
+        let mut at = 0u64;
+        for _ in 0..keys {
+            let buffer_end = (at / (1 << 20) + 1) * (1 << 20);
+            if at + RECORD > buffer_end {
+                at = buffer_end;
+            }
+            offsets.push(at);
+            at += RECORD;
+        }
+        offsets
+    }
+
+    fn shuffle(values: &mut [u64], seed: u64) {
+        let mut state = seed | 1;
+        for i in (1..values.len()).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            values.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+    }
+
+    #[test]
+    fn a_forward_walk_is_served_from_windows_with_prefetch() {
+        let offsets = layout(16384);
+        let end = offsets.last().expect("records") + RECORD;
+        let (hits, misses, fetched) = simulate(&offsets, end, 200);
+        let ratio = hits as f64 / (hits + misses) as f64;
+        assert!(ratio > 0.999, "hit ratio {ratio} ({misses} misses)");
+        assert!(fetched < end + 2 * W, "each byte fetched about once: {fetched} of {end}");
+    }
+
+    #[test]
+    fn a_hot_region_moving_backward_is_served_from_windows() {
+        let offsets = layout(16384);
+        let end = offsets.last().expect("records") + RECORD;
+        let per_region = (W / RECORD) as usize;
+        let mut reads = Vec::new();
+        let mut top = offsets.len();
+        let mut seed = 7;
+        while top > 0 {
+            let bottom = top.saturating_sub(per_region);
+            let mut region: Vec<u64> = offsets[bottom..top].to_vec();
+            shuffle(&mut region, seed);
+            seed += 1;
+            reads.extend(region);
+            top = bottom;
+        }
+        for latency in [0, 50, 500] {
+            let (hits, misses, fetched) = simulate(&reads, end, latency);
+            let ratio = hits as f64 / (hits + misses) as f64;
+            assert!(ratio > 0.99, "latency {latency}: hit ratio {ratio} ({misses} misses)");
+            assert!(fetched < end + 3 * W, "latency {latency}: fetched {fetched} of {end}");
+        }
+    }
+
+    #[test]
+    fn scattered_reads_stop_pulling_whole_windows() {
+        let end = 1u64 << 34;
+        let mut reads: Vec<u64> = (0..2000u64).map(|i| (i * 7_919_993_003) % (end - RECORD)).collect();
+        shuffle(&mut reads, 3);
+        let (_, misses, fetched) = simulate(&reads, end, 0);
+        assert_eq!(misses, 2000);
+        assert!(fetched < 100 * W, "fetched {} windows for 2000 scattered reads", fetched / W);
+    }
+
+    #[test]
+    fn windows_never_pass_the_committed_end() {
+        let mut policy = WindowPolicy::new(W, 3 * W / 2);
+        let (decision, fetch) = policy.on_read(W, RECORD);
+        let fetch = fetch.expect("a first read loads a window");
+        assert!(matches!(decision, Decision::Wait { .. }));
+        assert!(fetch.range.end <= 3 * W / 2, "{:?}", fetch.range);
+        assert_eq!(fetch.range.end - fetch.range.start, W);
+        let (decision, fetch) = policy.on_read(3 * W / 2, RECORD);
+        assert_eq!(decision, Decision::PointRead, "past the committed end");
+        assert!(fetch.is_none());
+    }
+
+    #[test]
+    fn a_lost_fetch_empties_its_window() {
+        let mut policy = WindowPolicy::new(W, 10 * W);
+        let (_, fetch) = policy.on_read(0, RECORD);
+        let fetch = fetch.expect("fetch");
+        policy.failed(fetch.id);
+        let (decision, again) = policy.on_read(0, RECORD);
+        assert!(matches!(decision, Decision::Wait { .. }));
+        assert!(again.is_some(), "the window is fetched again");
+    }
+}
