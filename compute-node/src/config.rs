@@ -13,6 +13,9 @@ pub struct EngineConfig {
     pub storage: String,
     /// This node's certificate, key and the cluster CA.
     pub identity: Arc<NodeIdentity>,
+    /// A writer (the default) begins a new writer epoch when it connects,
+    /// fencing any older writer. A reader only reads: its writes fail.
+    pub writer: bool,
     /// Longest key accepted (keys are at least 1 byte).
     pub max_key_bytes: usize,
     /// Longest value accepted.
@@ -39,6 +42,7 @@ impl EngineConfig {
         Self {
             storage: storage.into(),
             identity,
+            writer: true,
             max_key_bytes: DEFAULT_MAX_KEY_BYTES,
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             window_bytes: 10 << 20,

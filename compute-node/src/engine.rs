@@ -74,7 +74,11 @@ impl EngineStats {
     /// Hits as a share of reads (1 when there were none).
     pub fn hit_ratio(&self) -> f64 {
         let reads = self.hits + self.misses;
-        if reads == 0 { 1.0 } else { self.hits as f64 / reads as f64 }
+        if reads == 0 {
+            1.0
+        } else {
+            self.hits as f64 / reads as f64
+        }
     }
 }
 
@@ -186,8 +190,8 @@ pub struct Engine {
 
 impl Engine {
     /// Connects to the storage node, begins a new writer epoch (fencing any
-    /// older writer), and rebuilds the index from every partition's key log.
-    /// Blocking; starts the engine's own runtime.
+    /// older writer; not for a reader), and rebuilds the index from every
+    /// partition's key log. Blocking; starts the engine's own runtime.
     pub fn connect(config: EngineConfig) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads.max(1))
@@ -269,10 +273,12 @@ impl Drop for Engine {
 async fn connect_inner(config: EngineConfig, handle: tokio::runtime::Handle) -> Result<Arc<Inner>> {
     let me: Arc<OnceLock<Weak<Inner>>> = Arc::new(OnceLock::new());
     let mut client_config = ClientConfig::new(config.storage.clone(), Arc::clone(&config.identity));
+    client_config.writer = config.writer;
     client_config.request_timeout_ms = config.request_timeout_ms;
     client_config.connect_timeout_ms = config.connect_timeout_ms;
     client_config.transport = config.transport;
-    client_config.max_frame_bytes = splitkv_common::message::max_frame_bytes(config.max_key_bytes, config.max_value_bytes);
+    client_config.max_frame_bytes =
+        splitkv_common::message::max_frame_bytes(config.max_key_bytes, config.max_value_bytes);
     let hook_target = Arc::clone(&me);
     client_config.on_reconnect = Some(Arc::new(move |link| {
         if let Some(inner) = hook_target.get().and_then(Weak::upgrade) {

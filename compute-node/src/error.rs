@@ -26,7 +26,9 @@ pub enum EngineError {
     Storage(#[from] ClientError),
     /// A record read back does not verify or belongs to another key; it is
     /// not served.
-    #[error("record of key {key:?} at partition {partition} offset {offset} does not verify: {reason}")]
+    #[error(
+        "record of key {key:?} at partition {partition} offset {offset} does not verify: {reason}"
+    )]
     Corrupt {
         /// The key asked for (lossy UTF-8).
         key: String,

@@ -138,7 +138,10 @@ impl Index {
     fn shard(&self, key: &[u8]) -> &RwLock<HashMap<IndexKey, Location>> {
         // Mixed before taking the shard, so that the shard number is not
         // correlated with the hash bits the table itself uses.
-        let hash = self.hasher.hash_one(key).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let hash = self
+            .hasher
+            .hash_one(key)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
         &self.shards[(hash >> 58) as usize % SHARDS]
     }
 
@@ -219,10 +222,16 @@ mod tests {
     fn the_highest_sequence_wins_whatever_the_order() {
         let index = Index::new();
         assert!(index.apply(b"k", put(5, 10)));
-        assert!(!index.apply(b"k", put(3, 20)), "an older version never replaces a newer one");
+        assert!(
+            !index.apply(b"k", put(3, 20)),
+            "an older version never replaces a newer one"
+        );
         assert_eq!(index.get(b"k"), Some(put(5, 10)));
         assert!(index.apply(b"k", Location::tombstone(7, 2)));
-        assert!(!index.apply(b"k", put(6, 30)), "a delete is not undone by an older put");
+        assert!(
+            !index.apply(b"k", put(6, 30)),
+            "a delete is not undone by an older put"
+        );
         assert!(index.get(b"k").expect("entry").is_tombstone());
         assert!(index.apply(b"k", put(9, 40)));
         assert_eq!(index.get(b"k"), Some(put(9, 40)));
@@ -264,6 +273,10 @@ mod tests {
         let stats = index.stats();
         assert_eq!(stats.live_keys, 1_000_000);
         let per_key = stats.memory_bytes as f64 / 1e6;
-        assert!(stats.memory_bytes < 150 << 20, "{} bytes ({per_key:.0} per key)", stats.memory_bytes);
+        assert!(
+            stats.memory_bytes < 150 << 20,
+            "{} bytes ({per_key:.0} per key)",
+            stats.memory_bytes
+        );
     }
 }

@@ -29,7 +29,10 @@ fn verify(key: &[u8], location: &Location, bytes: &Bytes) -> std::result::Result
         return Err("the record belongs to another key".into());
     }
     if decoded.seq != location.seq {
-        return Err(format!("the record has sequence {}, the index {}", decoded.seq, location.seq));
+        return Err(format!(
+            "the record has sequence {}, the index {}",
+            decoded.seq, location.seq
+        ));
     }
     if decoded.encoded_len() != bytes.len() {
         return Err("the record's length differs from the index's".into());
@@ -64,7 +67,8 @@ impl Inner {
     }
 
     fn record_delete(&self, link: usize, key: &[u8], ack: WriteAck) {
-        self.index.apply(key, Location::tombstone(ack.seq, link as u16));
+        self.index
+            .apply(key, Location::tombstone(ack.seq, link as u16));
         self.note_acked(link, ack.seq);
         self.counters.deletes.fetch_add(1, Ordering::Relaxed);
     }
@@ -96,7 +100,8 @@ impl Inner {
     /// wants one.
     fn lookup(self: &Arc<Self>, location: &Location) -> Lookup {
         let partition = location.partition as usize;
-        let (lookup, fetch) = self.windows[partition].lookup(location.offset, u64::from(location.len));
+        let (lookup, fetch) =
+            self.windows[partition].lookup(location.offset, u64::from(location.len));
         if let Some(fetch) = fetch {
             self.spawn_fetch(partition, fetch);
         }
@@ -106,7 +111,11 @@ impl Inner {
     fn point_read(&self, location: &Location) -> Result<Call<Bytes>> {
         self.counters.point_reads.fetch_add(1, Ordering::Relaxed);
         self.client
-            .get(location.partition as usize, location.offset, location.len as usize)
+            .get(
+                location.partition as usize,
+                location.offset,
+                location.len as usize,
+            )
             .map_err(storage_error)
     }
 }
@@ -121,7 +130,9 @@ fn submit_blocking<T>(
 ) -> Result<Call<T>> {
     match submit() {
         Err(ClientError::Unavailable { .. }) => {
-            inner.client.wait_up_blocking(link, inner.reconnect_wait())?;
+            inner
+                .client
+                .wait_up_blocking(link, inner.reconnect_wait())?;
             Ok(submit()?)
         }
         other => Ok(other?),
@@ -156,7 +167,8 @@ impl Engine {
         inner.check_key(key)?;
         inner.check_value(value)?;
         let link = link % inner.partitions();
-        let ack = submit_blocking(inner, link, || inner.client.put(link, key, value))?.wait_blocking()?;
+        let ack =
+            submit_blocking(inner, link, || inner.client.put(link, key, value))?.wait_blocking()?;
         inner.record_put(link, key, value.len(), ack);
         Ok(())
     }
@@ -186,7 +198,8 @@ impl Engine {
         let inner = &self.inner;
         inner.check_pairs(items)?;
         let link = link % inner.partitions();
-        let acks = submit_blocking(inner, link, || inner.client.put_many(link, items))?.wait_blocking()?;
+        let acks =
+            submit_blocking(inner, link, || inner.client.put_many(link, items))?.wait_blocking()?;
         for ((key, value), ack) in items.iter().zip(acks) {
             inner.record_put(link, key, value.len(), ack);
         }
@@ -220,7 +233,8 @@ impl Engine {
         inner.check_key(key)?;
         let link = link % inner.partitions();
         let existed = inner.index.get(key).is_some_and(|l| !l.is_tombstone());
-        let ack = submit_blocking(inner, link, || inner.client.delete(link, key))?.wait_blocking()?;
+        let ack =
+            submit_blocking(inner, link, || inner.client.delete(link, key))?.wait_blocking()?;
         inner.record_delete(link, key, ack);
         Ok(existed)
     }
@@ -320,7 +334,10 @@ impl Engine {
                 Pending::Done(value) => value,
                 Pending::Remote(location, call) => {
                     let bytes = call.wait_blocking()?;
-                    Some(verify(key, &location, &bytes).map_err(|reason| corrupt(key, &location, reason))?)
+                    Some(
+                        verify(key, &location, &bytes)
+                            .map_err(|reason| corrupt(key, &location, reason))?,
+                    )
                 }
             });
         }
@@ -336,7 +353,10 @@ impl Engine {
                 Pending::Done(value) => value,
                 Pending::Remote(location, call) => {
                     let bytes = call.wait().await?;
-                    Some(verify(key, &location, &bytes).map_err(|reason| corrupt(key, &location, reason))?)
+                    Some(
+                        verify(key, &location, &bytes)
+                            .map_err(|reason| corrupt(key, &location, reason))?,
+                    )
                 }
             });
         }

@@ -26,11 +26,17 @@ struct Merged {
 }
 
 /// Applies every entry of a run of key-log frames to the index.
-fn merge_frames(inner: &Inner, partition: usize, frames: &Bytes, merged: &mut Merged) -> Result<(), ClientError> {
+fn merge_frames(
+    inner: &Inner,
+    partition: usize,
+    frames: &Bytes,
+    merged: &mut Merged,
+) -> Result<(), ClientError> {
     let mut at = 0;
     while at < frames.len() {
-        let (frame, used) = record::decode_frame(&frames[at..])
-            .map_err(|e| ClientError::Protocol(format!("key-log export of partition {partition}: {e}")))?;
+        let (frame, used) = record::decode_frame(&frames[at..]).map_err(|e| {
+            ClientError::Protocol(format!("key-log export of partition {partition}: {e}"))
+        })?;
         if let Frame::Entries(entries) = frame {
             for entry in entries.iter() {
                 let entry = entry.map_err(|e| ClientError::Protocol(e.to_string()))?;
@@ -61,7 +67,9 @@ async fn pull(inner: &Arc<Inner>, partition: usize, from_seq: u64) -> Result<Mer
     let mut merged = Merged::default();
     inner
         .client
-        .export_keylog(partition, from_seq, |frames| merge_frames(inner, partition, &frames, &mut merged))
+        .export_keylog(partition, from_seq, |frames| {
+            merge_frames(inner, partition, &frames, &mut merged)
+        })
         .await?;
     inner.note_acked(partition, merged.max_seq);
     inner.windows[partition].note_committed_end(merged.value_end);
@@ -97,9 +105,17 @@ pub(crate) fn spawn_tail_pull(inner: Arc<Inner>, link: usize) {
         match pull(&inner, link, from).await {
             Ok(merged) => {
                 inner.counters.tail_pulls.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(link, from_seq = from, max_seq = merged.max_seq, "pulled the key-log tail after reconnecting");
+                tracing::info!(
+                    link,
+                    from_seq = from,
+                    max_seq = merged.max_seq,
+                    "pulled the key-log tail after reconnecting"
+                );
             }
-            Err(e) => tracing::warn!(link, "pulling the key-log tail after reconnecting failed: {e}"),
+            Err(e) => tracing::warn!(
+                link,
+                "pulling the key-log tail after reconnecting failed: {e}"
+            ),
         }
     });
 }

@@ -83,10 +83,12 @@ impl PartitionWindows {
             st.filled[fetch.slot] = None;
         }
         let lookup = match decision {
-            Decision::Hit { slot } => match st.filled[slot].as_ref().and_then(|f| f.slice(offset, len)) {
-                Some(bytes) => Lookup::Hit(bytes),
-                None => Lookup::PointRead,
-            },
+            Decision::Hit { slot } => {
+                match st.filled[slot].as_ref().and_then(|f| f.slice(offset, len)) {
+                    Some(bytes) => Lookup::Hit(bytes),
+                    None => Lookup::PointRead,
+                }
+            }
             Decision::Wait { id, .. } => Lookup::Wait { id },
             Decision::PointRead => Lookup::PointRead,
         };
@@ -145,6 +147,9 @@ impl PartitionWindows {
     /// (after a wait), without counting a read.
     pub fn peek(&self, offset: u64, len: u64) -> Option<Bytes> {
         let st = self.state.lock();
-        st.filled.iter().flatten().find_map(|f| f.slice(offset, len))
+        st.filled
+            .iter()
+            .flatten()
+            .find_map(|f| f.slice(offset, len))
     }
 }

@@ -139,7 +139,10 @@ impl WindowPolicy {
             if !s.ready {
                 return (Decision::Wait { slot, id: s.id }, None);
             }
-            self.slots[slot].as_mut().expect("covering slot exists").hits += 1;
+            self.slots[slot]
+                .as_mut()
+                .expect("covering slot exists")
+                .hits += 1;
             let prefetch = self.track(slot, offset);
             return (Decision::Hit { slot }, prefetch);
         }
@@ -204,7 +207,10 @@ impl WindowPolicy {
             return None;
         };
         if slot != current {
-            let in_slot = self.recent[..self.recent_len].iter().filter(|&&s| s as usize == slot).count();
+            let in_slot = self.recent[..self.recent_len]
+                .iter()
+                .filter(|&&s| s as usize == slot)
+                .count();
             if in_slot < MOVE_THRESHOLD {
                 return None;
             }
@@ -213,7 +219,11 @@ impl WindowPolicy {
             let to = self.slots[slot].as_ref().map(|s| s.range.clone())?;
             self.current = Some(slot);
             self.reset_trend();
-            let beyond = if to.start >= from { self.tile_above(&to) } else { self.tile_below(&to) };
+            let beyond = if to.start >= from {
+                self.tile_above(&to)
+            } else {
+                self.tile_below(&to)
+            };
             return beyond.map(|range| self.start_fetch(current, range));
         }
         if self.slots[1 - slot].is_some() || self.trend_checked {
@@ -247,7 +257,8 @@ impl WindowPolicy {
     /// The tile after `window`, if any committed bytes are there.
     fn tile_above(&self, window: &Range<u64>) -> Option<Range<u64>> {
         let start = window.end;
-        (start < self.committed_end).then(|| start..(start + self.window_bytes).min(self.committed_end))
+        (start < self.committed_end)
+            .then(|| start..(start + self.window_bytes).min(self.committed_end))
     }
 
     /// The tile before `window`, if it is not at the start of the log.
@@ -280,7 +291,12 @@ impl WindowPolicy {
 
     /// Where to load a window for a read no window covers, if anywhere.
     fn place_miss(&mut self, record: &Range<u64>) -> Option<Fetch> {
-        let present: Vec<Range<u64>> = self.slots.iter().flatten().map(|s| s.range.clone()).collect();
+        let present: Vec<Range<u64>> = self
+            .slots
+            .iter()
+            .flatten()
+            .map(|s| s.range.clone())
+            .collect();
         let empty = (0..2).find(|&i| self.slots[i].is_none());
         let lowest = present.iter().map(|r| r.start).min();
         let highest = present.iter().map(|r| r.end).max();
@@ -301,9 +317,13 @@ impl WindowPolicy {
                     Some(slot) => slot,
                     None => {
                         let far = (0..2).find(|&i| {
-                            self.slots[i]
-                                .as_ref()
-                                .is_some_and(|s| if below { s.range.start != low } else { s.range.end != high })
+                            self.slots[i].as_ref().is_some_and(|s| {
+                                if below {
+                                    s.range.start != low
+                                } else {
+                                    s.range.end != high
+                                }
+                            })
                         })?;
                         if self.current == Some(far) {
                             return None;
@@ -338,7 +358,10 @@ impl WindowPolicy {
         let start = if record.start >= end_anchor {
             end_anchor
         } else {
-            record.start.saturating_sub(self.window_bytes / 2).min(end_anchor)
+            record
+                .start
+                .saturating_sub(self.window_bytes / 2)
+                .min(end_anchor)
         };
         start..(start + self.window_bytes).min(self.committed_end)
     }
@@ -425,7 +448,10 @@ mod tests {
         let (hits, misses, fetched) = simulate(&offsets, end, 200);
         let ratio = hits as f64 / (hits + misses) as f64;
         assert!(ratio > 0.999, "hit ratio {ratio} ({misses} misses)");
-        assert!(fetched < end + 2 * W, "each byte fetched about once: {fetched} of {end}");
+        assert!(
+            fetched < end + 2 * W,
+            "each byte fetched about once: {fetched} of {end}"
+        );
     }
 
     #[test]
@@ -447,19 +473,31 @@ mod tests {
         for latency in [0, 50, 500] {
             let (hits, misses, fetched) = simulate(&reads, end, latency);
             let ratio = hits as f64 / (hits + misses) as f64;
-            assert!(ratio > 0.99, "latency {latency}: hit ratio {ratio} ({misses} misses)");
-            assert!(fetched < end + 3 * W, "latency {latency}: fetched {fetched} of {end}");
+            assert!(
+                ratio > 0.99,
+                "latency {latency}: hit ratio {ratio} ({misses} misses)"
+            );
+            assert!(
+                fetched < end + 3 * W,
+                "latency {latency}: fetched {fetched} of {end}"
+            );
         }
     }
 
     #[test]
     fn scattered_reads_stop_pulling_whole_windows() {
         let end = 1u64 << 34;
-        let mut reads: Vec<u64> = (0..2000u64).map(|i| (i * 7_919_993_003) % (end - RECORD)).collect();
+        let mut reads: Vec<u64> = (0..2000u64)
+            .map(|i| (i * 7_919_993_003) % (end - RECORD))
+            .collect();
         shuffle(&mut reads, 3);
         let (_, misses, fetched) = simulate(&reads, end, 0);
         assert_eq!(misses, 2000);
-        assert!(fetched < 100 * W, "fetched {} windows for 2000 scattered reads", fetched / W);
+        assert!(
+            fetched < 100 * W,
+            "fetched {} windows for 2000 scattered reads",
+            fetched / W
+        );
     }
 
     #[test]

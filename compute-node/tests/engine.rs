@@ -1,0 +1,327 @@
+//! The compute node's engine against a real storage node on loopback.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use compute_node::EngineError;
+use support::{StorageNode, value_for};
+
+#[test]
+fn puts_gets_deletes_and_overwrites_across_partitions() {
+    let node = StorageNode::start(4);
+    let engine = node.connect();
+    assert_eq!(engine.partitions(), 4);
+    engine.put_on(0, b"alpha", b"one").expect("put");
+    assert_eq!(
+        engine.get(b"alpha").expect("get").as_deref(),
+        Some(&b"one"[..])
+    );
+    // Overwrite through another partition: the newer sequence wins.
+    engine.put_on(3, b"alpha", b"two").expect("overwrite");
+    assert_eq!(
+        engine.get(b"alpha").expect("get").as_deref(),
+        Some(&b"two"[..])
+    );
+    // Delete through a third partition.
+    assert!(engine.delete_on(1, b"alpha").expect("delete"));
+    assert_eq!(engine.get(b"alpha").expect("get"), None);
+    assert!(
+        !engine.delete_on(2, b"alpha").expect("delete again"),
+        "already gone"
+    );
+    engine
+        .put_on(2, b"alpha", b"three")
+        .expect("put after delete");
+    assert_eq!(
+        engine.get(b"alpha").expect("get").as_deref(),
+        Some(&b"three"[..])
+    );
+    assert_eq!(engine.get(b"missing").expect("get"), None);
+
+    let big = value_for(b"big", 1, 3 << 20);
+    engine.put(b"big", &big).expect("put a large value");
+    assert_eq!(engine.get(b"big").expect("get").as_deref(), Some(&big[..]));
+    engine.put(b"empty", b"").expect("put an empty value");
+    assert_eq!(
+        engine.get(b"empty").expect("get").as_deref(),
+        Some(&b""[..])
+    );
+}
+
+#[test]
+fn batches_are_one_round_trip_and_one_unit() {
+    let node = StorageNode::start(4);
+    let engine = node.connect();
+    let items: Vec<(Vec<u8>, Vec<u8>)> = (0..50u32)
+        .map(|i| {
+            (
+                format!("k{i}").into_bytes(),
+                value_for(b"batch", u64::from(i), 100),
+            )
+        })
+        .collect();
+    let pairs: Vec<(&[u8], &[u8])> = items.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+    engine.put_many(&pairs).expect("put_many");
+    let mut keys: Vec<&[u8]> = items.iter().map(|(k, _)| &k[..]).collect();
+    keys.push(b"absent");
+    let values = engine.get_many(&keys).expect("get_many");
+    for ((_, expected), got) in items.iter().zip(&values) {
+        assert_eq!(got.as_deref(), Some(&expected[..]));
+    }
+    assert_eq!(values.last().expect("absent"), &None);
+}
+
+#[test]
+fn limits_are_checked_with_clear_errors() {
+    let node = StorageNode::start(2);
+    let engine = node.connect();
+    assert!(matches!(engine.put(b"", b"v"), Err(EngineError::EmptyKey)));
+    let err = engine.put(&[0u8; 1025], b"v").expect_err("key too long");
+    assert!(
+        matches!(err, EngineError::TooLarge { what: "key", .. }),
+        "{err}"
+    );
+    let err = engine
+        .put(b"k", &vec![0u8; (16 << 20) + 1])
+        .expect_err("value too long");
+    assert!(
+        matches!(err, EngineError::TooLarge { what: "value", .. }),
+        "{err}"
+    );
+    assert_eq!(engine.len(), 0);
+}
+
+#[test]
+fn a_restarted_compute_node_rebuilds_its_index() {
+    let node = StorageNode::start(4);
+    let mut expected = HashMap::new();
+    {
+        let engine = node.connect();
+        for i in 0..2000u64 {
+            let key = format!("key-{i}").into_bytes();
+            let value = value_for(&key, 1, 100 + (i as usize % 500));
+            engine.put_on((i % 4) as usize, &key, &value).expect("put");
+            expected.insert(key, Some(value));
+        }
+        for i in (0..2000u64).step_by(7) {
+            let key = format!("key-{i}").into_bytes();
+            // Deleted through another partition than the put.
+            engine
+                .delete_on(((i + 1) % 4) as usize, &key)
+                .expect("delete");
+            expected.insert(key, None);
+        }
+        for i in (0..2000u64).step_by(5) {
+            let key = format!("key-{i}").into_bytes();
+            let value = value_for(&key, 2, 64);
+            engine
+                .put_on(((i + 2) % 4) as usize, &key, &value)
+                .expect("overwrite");
+            expected.insert(key, Some(value));
+        }
+    }
+    let engine = node.connect();
+    let stats = engine.stats();
+    assert_eq!(
+        stats.index.tombstones, 0,
+        "tombstones are dropped once every partition is merged"
+    );
+    assert_eq!(
+        stats.index.live_keys,
+        expected.values().filter(|v| v.is_some()).count() as u64
+    );
+    for (key, value) in &expected {
+        assert_eq!(
+            engine.get(key).expect("get").as_deref(),
+            value.as_deref(),
+            "key {}",
+            String::from_utf8_lossy(key)
+        );
+    }
+}
+
+#[test]
+fn sequential_and_hot_reads_are_served_from_windows() {
+    let node = StorageNode::start(2);
+    let keys = 6000u64;
+    let value_len = 4096;
+    {
+        let engine = node.connect();
+        for i in 0..keys {
+            engine
+                .put_on(
+                    0,
+                    &i.to_be_bytes(),
+                    &value_for(&i.to_be_bytes(), 0, value_len),
+                )
+                .expect("put");
+        }
+    }
+    let mut config = node.engine_config();
+    config.window_bytes = 4 << 20;
+    let engine = compute_node::Engine::connect(config).expect("connect");
+    for i in 0..keys {
+        let value = engine.get(&i.to_be_bytes()).expect("get").expect("present");
+        assert_eq!(&value[..], &value_for(&i.to_be_bytes(), 0, value_len)[..]);
+    }
+    let sequential = engine.stats();
+    assert!(
+        sequential.hit_ratio() > 0.99,
+        "sequential hit ratio {}",
+        sequential.hit_ratio()
+    );
+    assert!(sequential.window_fetches >= 5, "{sequential:?}");
+
+    // A hot region of about one window moving from the newest data back.
+    let per_region = (4 << 20) / 4124;
+    let mut top = keys;
+    let mut seed = 17u64;
+    while top > 0 {
+        let bottom = top.saturating_sub(per_region);
+        let mut region: Vec<u64> = (bottom..top).collect();
+        for i in (1..region.len()).rev() {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            region.swap(i, (seed % (i as u64 + 1)) as usize);
+        }
+        for i in region {
+            let value = engine.get(&i.to_be_bytes()).expect("get").expect("present");
+            assert_eq!(&value[..], &value_for(&i.to_be_bytes(), 0, value_len)[..]);
+        }
+        top = bottom;
+    }
+    let after = engine.stats();
+    let hits = after.hits - sequential.hits;
+    let misses = after.misses - sequential.misses;
+    let ratio = hits as f64 / (hits + misses) as f64;
+    assert!(ratio > 0.99, "hot read hit ratio {ratio} ({misses} misses)");
+}
+
+#[test]
+fn windows_never_serve_an_overwritten_or_deleted_value() {
+    let node = StorageNode::start(2);
+    let engine = node.connect();
+    for i in 0..500u64 {
+        engine
+            .put_on(0, &i.to_be_bytes(), &value_for(&i.to_be_bytes(), 0, 1000))
+            .expect("put");
+    }
+    for i in 0..500u64 {
+        engine.get(&i.to_be_bytes()).expect("get").expect("present");
+    }
+    assert!(engine.stats().hits > 400, "the windows are in use");
+    for i in (0..500u64).step_by(3) {
+        engine
+            .put_on(0, &i.to_be_bytes(), &value_for(&i.to_be_bytes(), 1, 1000))
+            .expect("overwrite");
+    }
+    for i in (1..500u64).step_by(3) {
+        engine.delete_on(1, &i.to_be_bytes()).expect("delete");
+    }
+    for i in 0..500u64 {
+        let got = engine.get(&i.to_be_bytes()).expect("get");
+        let expected = match i % 3 {
+            0 => Some(value_for(&i.to_be_bytes(), 1, 1000)),
+            1 => None,
+            _ => Some(value_for(&i.to_be_bytes(), 0, 1000)),
+        };
+        assert_eq!(got.as_deref(), expected.as_deref(), "key {i}");
+    }
+}
+
+#[test]
+fn a_storage_node_restart_under_load_fails_requests_then_recovers() {
+    let mut node = StorageNode::start(4);
+    let engine = Arc::new(node.connect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4usize)
+        .map(|t| {
+            let engine = Arc::clone(&engine);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut acked = HashMap::new();
+                let mut uncertain = HashMap::new();
+                let mut longest = Duration::ZERO;
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("t{t}-{}", i % 200).into_bytes();
+                    let value = value_for(&key, i, 512);
+                    let started = Instant::now();
+                    match engine.put_on(t, &key, &value) {
+                        Ok(()) => {
+                            acked.insert(key.clone(), value);
+                            uncertain.remove(&key);
+                        }
+                        Err(_) => {
+                            uncertain.insert(key, value);
+                        }
+                    }
+                    longest = longest.max(started.elapsed());
+                    i += 1;
+                }
+                (acked, uncertain, longest)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    node.stop();
+    std::thread::sleep(Duration::from_millis(500));
+    let back = Instant::now();
+    node.resume();
+    // Puts succeed again within 10 s of the node being back.
+    let mut recovered = false;
+    while back.elapsed() < Duration::from_secs(10) {
+        if engine.put_on(0, b"probe", b"after restart").is_ok() {
+            recovered = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        recovered,
+        "puts did not succeed within 10 s of the storage node being back"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let mut acked = HashMap::new();
+    let mut uncertain = HashMap::new();
+    for writer in writers {
+        let (a, u, longest) = writer.join().expect("writer");
+        assert!(
+            longest < Duration::from_secs(15),
+            "an operation hung for {longest:?}"
+        );
+        acked.extend(a);
+        uncertain.extend(u);
+    }
+    assert!(!acked.is_empty());
+    assert!(
+        engine.stats().tail_pulls >= 1,
+        "the links reconnected and pulled their key-log tails"
+    );
+    // Let tail pulls finish, then compare the running engine with a fresh one.
+    std::thread::sleep(Duration::from_millis(500));
+    let fresh = node.connect_reader_view();
+    for (key, value) in &acked {
+        let running = engine.get(key).expect("get");
+        let rebuilt = fresh.get(key).expect("get");
+        assert_eq!(
+            running,
+            rebuilt,
+            "the running engine and a fresh one agree on {}",
+            String::from_utf8_lossy(key)
+        );
+        let got = running.expect("an acknowledged put is there");
+        let in_flight = uncertain.get(key);
+        assert!(
+            &got[..] == &value[..] || in_flight.is_some_and(|v| &got[..] == &v[..]),
+            "wrong value for {}",
+            String::from_utf8_lossy(key)
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! A real storage node for the compute node's tests: the storage-node
+//! library served over QUIC on loopback from a runtime of its own, with
+//! certificates made for the test. It can be stopped and started again on
+//! the same port and data directory.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use compute_node::{Engine, EngineConfig};
+use splitkv_common::certs;
+use splitkv_common::tls::NodeIdentity;
+use splitkv_common::transport::TransportSettings;
+use storage_node::server::{Server, ServerConfig};
+use storage_node::{EngineConfig as StorageConfig, StorageEngine};
+use tokio::sync::oneshot;
+
+/// A storage node and the files it uses.
+pub struct StorageNode {
+    pub dir: tempfile::TempDir,
+    pub addr: SocketAddr,
+    pub partitions: usize,
+    runtime: tokio::runtime::Runtime,
+    running: Option<Running>,
+}
+
+struct Running {
+    engine: Arc<StorageEngine>,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StorageNode {
+    /// Starts a storage node with `partitions` partitions on a free port.
+    pub fn start(partitions: usize) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        certs::generate_cluster(
+            &dir.path().join("certs"),
+            &["localhost", "127.0.0.1"],
+            false,
+        )
+        .expect("certs");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let mut node = Self {
+            dir,
+            addr: "127.0.0.1:0".parse().expect("address"),
+            partitions,
+            runtime,
+            running: None,
+        };
+        node.resume();
+        node
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The compute node's certificate directory.
+    pub fn compute_certs(&self) -> PathBuf {
+        self.dir.path().join("certs").join("compute")
+    }
+
+    /// Starts serving again (on the same port after the first start).
+    pub fn resume(&mut self) {
+        let mut config = StorageConfig::new(self.data_dir());
+        config.partitions = self.partitions;
+        config.buffer_bytes = 256 << 10;
+        let engine = Arc::new(StorageEngine::open(config).expect("open storage engine"));
+        let identity =
+            NodeIdentity::load(&self.dir.path().join("certs").join("storage")).expect("identity");
+        let config = ServerConfig {
+            listen: self.addr,
+            transport: TransportSettings::default(),
+        };
+        let server = {
+            let _guard = self.runtime.enter();
+            Server::bind(Arc::clone(&engine), &identity, &config).expect("bind")
+        };
+        self.addr = server.local_addr().expect("address");
+        let (stop, stopped) = oneshot::channel();
+        let task = self.runtime.spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        self.running = Some(Running { engine, stop, task });
+    }
+
+    /// Stops serving and closes the engine (flushing it), as a clean stop.
+    pub fn stop(&mut self) {
+        if let Some(running) = self.running.take() {
+            let _ = running.stop.send(());
+            let _ = self.runtime.block_on(running.task);
+            running.engine.close().expect("close storage engine");
+        }
+    }
+
+    /// The storage engine while it runs.
+    pub fn engine(&self) -> &StorageEngine {
+        &self.running.as_ref().expect("running").engine
+    }
+
+    /// An engine configuration for a compute node of this cluster.
+    pub fn engine_config(&self) -> EngineConfig {
+        let identity =
+            Arc::new(NodeIdentity::load(&self.compute_certs()).expect("compute identity"));
+        let mut config = EngineConfig::new(format!("localhost:{}", self.addr.port()), identity);
+        config.request_timeout_ms = 3_000;
+        config
+    }
+
+    /// Connects a compute-node engine (a writer: it fences older writers).
+    pub fn connect(&self) -> Engine {
+        Engine::connect(self.engine_config()).expect("connect engine")
+    }
+
+    /// Connects a read-only engine: what a freshly started compute node
+    /// would see, without fencing the running writer.
+    pub fn connect_reader_view(&self) -> Engine {
+        let mut config = self.engine_config();
+        config.writer = false;
+        Engine::connect(config).expect("connect reader")
+    }
+}
+
+impl Drop for StorageNode {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Deterministic value bytes for (key, version) of `len` bytes.
+pub fn value_for(key: &[u8], version: u64, len: usize) -> Vec<u8> {
+    let mut state = key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    }) ^ version.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
