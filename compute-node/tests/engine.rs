@@ -319,7 +319,7 @@ fn a_storage_node_restart_under_load_fails_requests_then_recovers() {
         let got = running.expect("an acknowledged put is there");
         let in_flight = uncertain.get(key);
         assert!(
-            &got[..] == &value[..] || in_flight.is_some_and(|v| &got[..] == &v[..]),
+            got[..] == value[..] || in_flight.is_some_and(|v| got[..] == v[..]),
             "wrong value for {}",
             String::from_utf8_lossy(key)
         );
