@@ -9,6 +9,7 @@ pub mod error;
 pub mod index;
 mod ops;
 mod rebuild;
+pub mod resp;
 pub mod window;
 
 pub use config::EngineConfig;

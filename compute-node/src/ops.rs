@@ -392,3 +392,41 @@ enum Pending {
     Done(Option<Bytes>),
     Remote(Location, Call<Bytes>),
 }
+
+/// A put that has been sent and not yet acknowledged (see
+/// [`Engine::start_put`]).
+#[must_use = "a put takes effect in the index only once finished"]
+pub struct PendingPut {
+    link: usize,
+    key: Bytes,
+    value_len: usize,
+    call: Call<WriteAck>,
+}
+
+impl Engine {
+    /// Sends a put through connection `link` without waiting for its
+    /// acknowledgement, so that several puts of one caller are in flight at
+    /// once (they still take effect in the order sent). If the link is down
+    /// it waits for it first. Finish with [`Engine::finish_put`].
+    pub async fn start_put(&self, link: usize, key: Bytes, value: &[u8]) -> Result<PendingPut> {
+        let inner = &self.inner;
+        inner.check_key(&key)?;
+        inner.check_value(value)?;
+        let link = link % inner.partitions();
+        let call = submit_async(inner, link, || inner.client.put(link, &key, value)).await?;
+        Ok(PendingPut {
+            link,
+            key,
+            value_len: value.len(),
+            call,
+        })
+    }
+
+    /// Waits for a put's acknowledgement and records it in the index.
+    pub async fn finish_put(&self, pending: PendingPut) -> Result<()> {
+        let ack = pending.call.wait().await?;
+        self.inner
+            .record_put(pending.link, &pending.key, pending.value_len, ack);
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+//! `compute-node`: a Redis-protocol server in front of a SplitKV engine.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use compute_node::resp::{self, RespConfig};
+use compute_node::{Engine, EngineConfig};
+use splitkv_common::tls::NodeIdentity;
+
+/// The SplitKV compute node.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Redis protocol (RESP2) in front of a storage node.
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// The storage node, HOST:PORT (HOST must be a name in its certificate).
+    #[arg(long)]
+    storage: String,
+    /// Directory with this node's ca.pem, cert.pem and key.pem.
+    #[arg(long)]
+    certs: PathBuf,
+    /// TCP address for Redis clients.
+    #[arg(long, default_value = "127.0.0.1:6379")]
+    listen: SocketAddr,
+    /// Password clients must give with AUTH.
+    #[arg(long, env = "SPLITKV_REQUIREPASS")]
+    requirepass: Option<String>,
+    /// Size of each of a partition's two read windows, in MiB.
+    #[arg(long, default_value_t = 10)]
+    window_mib: u64,
+    /// Deadline of each request to the storage node, in milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    request_timeout_ms: u64,
+    /// Longest value accepted, in bytes.
+    #[arg(long, default_value_t = splitkv_common::limits::DEFAULT_MAX_VALUE_BYTES)]
+    max_value_bytes: usize,
+    /// Threads of the async runtime.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+fn main() -> Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let identity = NodeIdentity::load(&args.certs).with_context(|| {
+        format!(
+            "loading the compute node's certificates from {}",
+            args.certs.display()
+        )
+    })?;
+    let mut config = EngineConfig::new(args.storage.clone(), Arc::new(identity));
+    config.window_bytes = args.window_mib << 20;
+    config.request_timeout_ms = args.request_timeout_ms;
+    config.max_value_bytes = args.max_value_bytes;
+    config.worker_threads = args.threads;
+    let engine = Arc::new(
+        Engine::connect(config)
+            .with_context(|| format!("connecting to the storage node at {}", args.storage))?,
+    );
+    let handle = engine.handle().clone();
+    let resp_config = RespConfig {
+        requirepass: args.requirepass,
+        storage: args.storage,
+    };
+    handle.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        tracing::info!(listen = %listener.local_addr()?, keys = engine.len(), "compute node serving the Redis protocol");
+        resp::serve(Arc::clone(&engine), listener, resp_config, shutdown_signal()).await;
+        anyhow::Ok(())
+    })?;
+    tracing::info!("compute node stopped");
+    Ok(())
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+            }
+        }
+        Err(e) => {
+            tracing::error!("cannot listen for SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

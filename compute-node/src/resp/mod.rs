@@ -1,0 +1,152 @@
+//! A Redis-protocol (RESP2) server in front of the [`Engine`], so that
+//! redis-cli, redis-benchmark and Redis client libraries work against
+//! SplitKV.
+//!
+//! Each client connection reads what has arrived, parses every complete
+//! command, carries the batch out in order ([`commands`]), and writes all the
+//! replies with one write. It reads no more until the replies are written,
+//! so a client that pipelines faster than it reads is slowed by its own
+//! socket rather than buffered without end; replies are flushed early when
+//! they pile up. Malformed input gets an error reply and the connection is
+//! closed; unknown commands and wrong arity get an error reply and the
+//! connection goes on.
+
+pub mod commands;
+mod info;
+pub mod parser;
+pub mod reply;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::Engine;
+use commands::{Flow, Session};
+use parser::{ParseLimits, RequestParser};
+
+/// Replies are written as soon as this many bytes are waiting.
+const FLUSH_BYTES: usize = 1 << 20;
+/// Commands carried out per batch at most.
+const MAX_BATCH: usize = 1024;
+/// Most arguments of one command (MSET/MGET/DEL of many keys).
+const MAX_ARGS: usize = 1 << 20;
+
+/// How the server listens.
+#[derive(Debug, Clone)]
+pub struct RespConfig {
+    /// The password clients must give with AUTH, if any.
+    pub requirepass: Option<String>,
+    /// A line for INFO naming the storage node.
+    pub storage: String,
+}
+
+/// Serves clients on `listener` until `shutdown` completes.
+pub async fn serve(
+    engine: Arc<Engine>,
+    listener: TcpListener,
+    config: RespConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let config = Arc::new(config);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let engine = Arc::clone(&engine);
+                    let config = Arc::clone(&config);
+                    tokio::spawn(async move {
+                        if let Err(e) = serve_client(&engine, stream, peer, &config).await {
+                            tracing::debug!(%peer, "client connection ended: {e}");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!("accepting a client failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            () = &mut shutdown => return,
+        }
+    }
+}
+
+async fn serve_client(
+    engine: &Engine,
+    stream: TcpStream,
+    peer: SocketAddr,
+    config: &RespConfig,
+) -> std::io::Result<()> {
+    let _ = stream.set_nodelay(true);
+    let local = stream.local_addr()?;
+    let (mut reader, mut writer) = stream.into_split();
+    let info = format!(
+        "tcp_port:{}\r\nstorage_node:{}\r\nclient:{peer}",
+        local.port(),
+        config.storage
+    );
+    let mut session = Session {
+        engine,
+        link: engine.assign_link(),
+        requirepass: config.requirepass.as_deref(),
+        authenticated: config.requirepass.is_none(),
+        info: &info,
+    };
+    let limits = engine
+        .inner
+        .config
+        .max_value_bytes
+        .max(engine.inner.config.max_key_bytes)
+        + 1024;
+    let mut parser = RequestParser::new(ParseLimits {
+        max_args: MAX_ARGS,
+        max_arg_bytes: limits,
+    });
+    let mut input = BytesMut::with_capacity(16 << 10);
+    let mut out = BytesMut::with_capacity(16 << 10);
+    loop {
+        let wanted = parser.wanted().max(16 << 10);
+        if input.capacity() - input.len() < wanted {
+            input.reserve(wanted);
+        }
+        if reader.read_buf(&mut input).await? == 0 {
+            return Ok(());
+        }
+        loop {
+            let mut batch = Vec::new();
+            let mut broken = None;
+            while batch.len() < MAX_BATCH {
+                match parser.next(&mut input) {
+                    Ok(Some(cmd)) => batch.push(cmd),
+                    Ok(None) => break,
+                    Err(e) => {
+                        broken = Some(e);
+                        break;
+                    }
+                }
+            }
+            let more = batch.len() == MAX_BATCH;
+            let flow = session.run(batch, &mut out).await;
+            if let Some(e) = broken {
+                reply::error(&mut out, &format!("ERR {e}"));
+                writer.write_all(&out).await?;
+                tracing::debug!(%peer, "closing a client after a protocol error: {e}");
+                return Ok(());
+            }
+            if flow == Flow::Close {
+                writer.write_all(&out).await?;
+                return Ok(());
+            }
+            if out.len() >= FLUSH_BYTES || !more {
+                writer.write_all(&out).await?;
+                out.clear();
+            }
+            if !more {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! The Redis-protocol server with a real Redis client (the `redis` crate)
+//! and raw TCP, in front of a real engine and storage node.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use compute_node::Engine;
+use compute_node::resp::{self, RespConfig};
+use support::{StorageNode, value_for};
+
+struct Server {
+    addr: SocketAddr,
+    engine: Arc<Engine>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+    _storage: StorageNode,
+}
+
+fn start(requirepass: Option<&str>) -> Server {
+    let storage = StorageNode::start(4);
+    let engine = Arc::new(storage.connect());
+    let listener = engine
+        .handle()
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("listen");
+    let addr = listener.local_addr().expect("address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let config = RespConfig {
+        requirepass: requirepass.map(str::to_string),
+        storage: storage.addr.to_string(),
+    };
+    engine
+        .handle()
+        .spawn(resp::serve(Arc::clone(&engine), listener, config, async {
+            let _ = stopped.await;
+        }));
+    Server {
+        addr,
+        engine,
+        _stop: stop,
+        _storage: storage,
+    }
+}
+
+fn client(server: &Server) -> redis::Connection {
+    redis::Client::open(format!("redis://{}/", server.addr))
+        .expect("client")
+        .get_connection()
+        .expect("connect")
+}
+
+fn raw(server: &Server) -> TcpStream {
+    let stream = TcpStream::connect(server.addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    stream
+}
+
+fn read_all(mut stream: TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    out
+}
+
+#[test]
+fn the_commands_work_with_a_real_client() {
+    let server = start(None);
+    let mut con = client(&server);
+    let pong: String = redis::cmd("PING").query(&mut con).expect("ping");
+    assert_eq!(pong, "PONG");
+    let echoed: Vec<u8> = redis::cmd("ECHO")
+        .arg(b"hi\r\nthere")
+        .query(&mut con)
+        .expect("echo");
+    assert_eq!(echoed, b"hi\r\nthere");
+    let () = redis::cmd("SET")
+        .arg("k1")
+        .arg("v1")
+        .query(&mut con)
+        .expect("set");
+    let binary = value_for(b"bin", 0, 70_000);
+    let () = redis::cmd("SET")
+        .arg(&b"k\x002"[..])
+        .arg(&binary)
+        .query(&mut con)
+        .expect("set binary");
+    let v1: Option<String> = redis::cmd("GET").arg("k1").query(&mut con).expect("get");
+    assert_eq!(v1.as_deref(), Some("v1"));
+    let got: Vec<u8> = redis::cmd("GET")
+        .arg(&b"k\x002"[..])
+        .query(&mut con)
+        .expect("get binary");
+    assert_eq!(got, binary);
+    let missing: Option<String> = redis::cmd("GET")
+        .arg("nope")
+        .query(&mut con)
+        .expect("get missing");
+    assert_eq!(missing, None);
+    let () = redis::cmd("MSET")
+        .arg("a")
+        .arg("1")
+        .arg("b")
+        .arg("2")
+        .query(&mut con)
+        .expect("mset");
+    let values: Vec<Option<String>> = redis::cmd("MGET")
+        .arg("a")
+        .arg("b")
+        .arg("c")
+        .query(&mut con)
+        .expect("mget");
+    assert_eq!(values, vec![Some("1".into()), Some("2".into()), None]);
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("a")
+        .arg("b")
+        .arg("c")
+        .arg("a")
+        .query(&mut con)
+        .expect("exists");
+    assert_eq!(exists, 3);
+    let size: i64 = redis::cmd("DBSIZE").query(&mut con).expect("dbsize");
+    assert_eq!(size, 4);
+    let removed: i64 = redis::cmd("DEL")
+        .arg("a")
+        .arg("c")
+        .arg("k1")
+        .query(&mut con)
+        .expect("del");
+    assert_eq!(removed, 2);
+    let size: i64 = redis::cmd("DBSIZE").query(&mut con).expect("dbsize");
+    assert_eq!(size, 2);
+    let info: String = redis::cmd("INFO").query(&mut con).expect("info");
+    assert!(info.contains("index_bytes_per_key:"), "{info}");
+    assert!(info.contains("hit_ratio:"), "{info}");
+    assert!(info.contains("storage_connections_up:4"), "{info}");
+    assert!(info.contains("fenced:0"), "{info}");
+    let count: i64 = redis::cmd("COMMAND")
+        .arg("COUNT")
+        .query(&mut con)
+        .expect("command count");
+    assert!(count >= 13);
+    let table: redis::Value = redis::cmd("COMMAND").query(&mut con).expect("command");
+    assert!(matches!(table, redis::Value::Array(ref entries) if entries.len() as i64 == count));
+}
+
+#[test]
+fn errors_keep_the_connection() {
+    let server = start(None);
+    let mut con = client(&server);
+    let err = redis::cmd("FLUSHDB")
+        .query::<()>(&mut con)
+        .expect_err("unknown command");
+    assert!(err.to_string().contains("unknown command"), "{err}");
+    let err = redis::cmd("GET")
+        .query::<()>(&mut con)
+        .expect_err("wrong arity");
+    assert!(
+        err.to_string().contains("wrong number of arguments"),
+        "{err}"
+    );
+    let err = redis::cmd("MSET")
+        .arg("a")
+        .query::<()>(&mut con)
+        .expect_err("odd MSET");
+    assert!(
+        err.to_string().contains("wrong number of arguments"),
+        "{err}"
+    );
+    let err = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("EX")
+        .arg("10")
+        .query::<()>(&mut con)
+        .expect_err("options");
+    assert!(err.to_string().contains("syntax error"), "{err}");
+    let err = redis::cmd("SET")
+        .arg(vec![b'k'; 2000])
+        .arg("v")
+        .query::<()>(&mut con)
+        .expect_err("key too long");
+    assert!(err.to_string().contains("limit"), "{err}");
+    let pong: String = redis::cmd("PING")
+        .query(&mut con)
+        .expect("the connection survives");
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn pipelined_commands_take_effect_and_answer_in_order() {
+    let server = start(None);
+    let mut con = client(&server);
+    let mut pipe = redis::pipe();
+    for i in 0..200 {
+        pipe.cmd("SET").arg(format!("key{i}")).arg(format!("v{i}"));
+        if i % 10 == 9 {
+            pipe.cmd("GET").arg(format!("key{i}"));
+        }
+    }
+    pipe.cmd("SET").arg("key5").arg("overwritten");
+    pipe.cmd("GET").arg("key5");
+    pipe.cmd("DEL").arg("key6");
+    pipe.cmd("GET").arg("key6");
+    let replies: Vec<redis::Value> = pipe.query(&mut con).expect("pipeline");
+    assert_eq!(replies.len(), 200 + 20 + 4);
+    let mut at = 0;
+    for i in 0..200 {
+        assert_eq!(replies[at], redis::Value::Okay, "SET {i}");
+        at += 1;
+        if i % 10 == 9 {
+            assert_eq!(
+                replies[at],
+                redis::Value::BulkString(format!("v{i}").into_bytes()),
+                "GET after SET {i}"
+            );
+            at += 1;
+        }
+    }
+    assert_eq!(
+        replies[at + 1],
+        redis::Value::BulkString(b"overwritten".to_vec())
+    );
+    assert_eq!(replies[at + 2], redis::Value::Int(1));
+    assert_eq!(replies[at + 3], redis::Value::Nil);
+}
+
+#[test]
+fn auth_is_required_when_a_password_is_set() {
+    let server = start(Some("s3cret"));
+    let mut con = client(&server);
+    let err = redis::cmd("GET")
+        .arg("k")
+        .query::<()>(&mut con)
+        .expect_err("no auth");
+    assert!(err.to_string().contains("NOAUTH"), "{err}");
+    let err = redis::cmd("AUTH")
+        .arg("wrong")
+        .query::<()>(&mut con)
+        .expect_err("wrong password");
+    assert!(err.to_string().contains("WRONGPASS"), "{err}");
+    let () = redis::cmd("AUTH")
+        .arg("s3cret")
+        .query(&mut con)
+        .expect("auth");
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut con)
+        .expect("set after auth");
+    let authed = redis::Client::open(format!("redis://:s3cret@{}/", server.addr))
+        .expect("client")
+        .get_connection()
+        .expect("connect with password");
+    drop(authed);
+}
+
+#[test]
+fn malformed_input_gets_an_error_and_a_closed_connection() {
+    let server = start(None);
+    let mut stream = raw(&server);
+    stream.write_all(b"*1\r\n+PING\r\n").expect("write");
+    let reply = read_all(stream);
+    assert!(
+        reply.starts_with(b"-ERR Protocol error"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+
+    // An announced bulk length over the limit is refused from its header.
+    let mut stream = raw(&server);
+    stream
+        .write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$999999999\r\n")
+        .expect("write");
+    let reply = read_all(stream);
+    assert!(
+        reply.starts_with(b"-ERR Protocol error: invalid bulk length"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+
+    // Inline commands work, and QUIT closes.
+    let mut stream = raw(&server);
+    stream
+        .write_all(b"PING\r\nQUIT\r\nPING\r\n")
+        .expect("write");
+    assert_eq!(read_all(stream), b"+PONG\r\n+OK\r\n");
+
+    // A client that vanishes mid-command costs nothing.
+    let mut stream = raw(&server);
+    stream
+        .write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100\r\nabc")
+        .expect("write");
+    drop(stream);
+    let mut con = client(&server);
+    let value: Option<String> = redis::cmd("GET")
+        .arg("k")
+        .query(&mut con)
+        .expect("server still serves");
+    assert_eq!(value, None, "the half-sent SET did nothing");
+}
+
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+#[test]
+fn a_client_that_does_not_read_is_slowed_not_buffered() {
+    let server = start(None);
+    let value = value_for(b"big", 0, 64 << 10);
+    server.engine.put(b"big", &value).expect("put");
+    let before = resident_bytes();
+    let mut stream = raw(&server);
+    stream
+        .set_write_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    let request = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n";
+    // 10000 GETs would be 640 MiB of replies if buffered.
+    let mut sent = 0;
+    for _ in 0..10_000 {
+        if stream.write_all(request).is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let grown = resident_bytes().saturating_sub(before);
+    assert!(
+        grown < 200 << 20,
+        "the server buffered {} MiB for a client that does not read",
+        grown >> 20
+    );
+    // Another client is served meanwhile.
+    let mut con = client(&server);
+    let pong: String = redis::cmd("PING").query(&mut con).expect("ping");
+    assert_eq!(pong, "PONG");
+    assert!(sent > 0);
+}
