@@ -15,21 +15,48 @@ use splitkv_common::message::WireError;
 use super::reply;
 use crate::{Engine, EngineError};
 
-/// Name, arity (negative: at least that many), flags, first key, last key,
-/// key step: what `COMMAND` reports, as Redis does.
-const COMMANDS: &[(&str, i64, &[&str], i64, i64, i64)] = &[
-    ("get", 2, &["readonly", "fast"], 1, 1, 1),
-    ("set", -3, &["write", "denyoom"], 1, 1, 1),
-    ("del", -2, &["write"], 1, -1, 1),
-    ("exists", -2, &["readonly", "fast"], 1, -1, 1),
-    ("mget", -2, &["readonly", "fast"], 1, -1, 1),
-    ("mset", -3, &["write", "denyoom"], 1, -1, 2),
-    ("ping", -1, &["fast", "stale"], 0, 0, 0),
-    ("echo", 2, &["fast"], 0, 0, 0),
-    ("dbsize", 1, &["readonly", "fast"], 0, 0, 0),
-    ("info", -1, &["random", "loading", "stale"], 0, 0, 0),
-    ("command", -1, &["random", "loading", "stale"], 0, 0, 0),
-    (
+/// What `COMMAND` reports about a command, as Redis does.
+struct CommandInfo {
+    name: &'static str,
+    /// Argument count including the name; negative means at least that many.
+    arity: i64,
+    flags: &'static [&'static str],
+    first_key: i64,
+    last_key: i64,
+    key_step: i64,
+}
+
+const fn info(
+    name: &'static str,
+    arity: i64,
+    flags: &'static [&'static str],
+    first_key: i64,
+    last_key: i64,
+    key_step: i64,
+) -> CommandInfo {
+    CommandInfo {
+        name,
+        arity,
+        flags,
+        first_key,
+        last_key,
+        key_step,
+    }
+}
+
+const COMMANDS: &[CommandInfo] = &[
+    info("get", 2, &["readonly", "fast"], 1, 1, 1),
+    info("set", -3, &["write", "denyoom"], 1, 1, 1),
+    info("del", -2, &["write"], 1, -1, 1),
+    info("exists", -2, &["readonly", "fast"], 1, -1, 1),
+    info("mget", -2, &["readonly", "fast"], 1, -1, 1),
+    info("mset", -3, &["write", "denyoom"], 1, -1, 2),
+    info("ping", -1, &["fast", "stale"], 0, 0, 0),
+    info("echo", 2, &["fast"], 0, 0, 0),
+    info("dbsize", 1, &["readonly", "fast"], 0, 0, 0),
+    info("info", -1, &["random", "loading", "stale"], 0, 0, 0),
+    info("command", -1, &["random", "loading", "stale"], 0, 0, 0),
+    info(
         "auth",
         -2,
         &["noscript", "loading", "stale", "fast"],
@@ -37,10 +64,10 @@ const COMMANDS: &[(&str, i64, &[&str], i64, i64, i64)] = &[
         0,
         0,
     ),
-    ("quit", 1, &["fast"], 0, 0, 0),
-    ("select", 2, &["loading", "stale", "fast"], 0, 0, 0),
-    ("config", -2, &["admin", "loading", "stale"], 0, 0, 0),
-    ("client", -2, &["admin", "loading", "stale"], 0, 0, 0),
+    info("quit", 1, &["fast"], 0, 0, 0),
+    info("select", 2, &["loading", "stale", "fast"], 0, 0, 0),
+    info("config", -2, &["admin", "loading", "stale"], 0, 0, 0),
+    info("client", -2, &["admin", "loading", "stale"], 0, 0, 0),
 ];
 
 /// What the connection should do after a batch.
@@ -73,11 +100,11 @@ fn name_of(cmd: &[Bytes]) -> String {
 }
 
 fn arity_ok(name: &str, argc: usize) -> bool {
-    COMMANDS.iter().find(|c| c.0 == name).is_none_or(|c| {
-        if c.1 >= 0 {
-            argc as i64 == c.1
+    COMMANDS.iter().find(|c| c.name == name).is_none_or(|c| {
+        if c.arity >= 0 {
+            argc as i64 == c.arity
         } else {
-            argc as i64 >= -c.1
+            argc as i64 >= -c.arity
         }
     })
 }
@@ -237,7 +264,7 @@ impl Session<'_> {
                 }
             }
             "mset" => {
-                if cmd.len() % 2 == 0 {
+                if cmd.len().is_multiple_of(2) {
                     reply::error(out, "ERR wrong number of arguments for 'mset' command");
                 } else {
                     let items: Vec<(&[u8], &[u8])> = cmd[1..]
@@ -341,7 +368,7 @@ fn command(cmd: &[Bytes], out: &mut BytesMut) {
             reply::array(out, cmd.len() - 2);
             for name in &cmd[2..] {
                 let name = String::from_utf8_lossy(name).to_ascii_lowercase();
-                match COMMANDS.iter().find(|c| c.0 == name) {
+                match COMMANDS.iter().find(|c| c.name == name) {
                     Some(entry) => command_entry(out, entry),
                     None => reply::bulk(out, None),
                 }
@@ -355,16 +382,15 @@ fn command(cmd: &[Bytes], out: &mut BytesMut) {
     }
 }
 
-fn command_entry(out: &mut BytesMut, entry: &(&str, i64, &[&str], i64, i64, i64)) {
-    let (name, arity, flags, first, last, step) = *entry;
+fn command_entry(out: &mut BytesMut, entry: &CommandInfo) {
     reply::array(out, 6);
-    reply::bulk(out, Some(name.as_bytes()));
-    reply::integer(out, arity);
-    reply::array(out, flags.len());
-    for flag in flags {
+    reply::bulk(out, Some(entry.name.as_bytes()));
+    reply::integer(out, entry.arity);
+    reply::array(out, entry.flags.len());
+    for flag in entry.flags {
         reply::simple(out, flag);
     }
-    reply::integer(out, first);
-    reply::integer(out, last);
-    reply::integer(out, step);
+    reply::integer(out, entry.first_key);
+    reply::integer(out, entry.last_key);
+    reply::integer(out, entry.key_step);
 }
