@@ -109,6 +109,14 @@ impl Inner {
     /// Starts a window fetch in the background.
     pub(crate) fn spawn_fetch(self: &Arc<Self>, partition: usize, fetch: Fetch) {
         self.counters.window_fetches.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            partition,
+            slot = fetch.slot,
+            id = fetch.id,
+            start = fetch.range.start,
+            end = fetch.range.end,
+            "window fetch"
+        );
         let inner = Arc::clone(self);
         self.handle.spawn(async move {
             let start = fetch.range.start;

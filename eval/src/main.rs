@@ -1,1 +1,169 @@
-fn main() {}
+//! `eval`: SplitKV's evaluator.
+//!
+//! * `eval run` (also `eval` alone): the write, sequential-read, restart and
+//!   hot-random-read phases with every value verified; against a storage
+//!   node the evaluator starts itself, a running one (`--storage`), or any
+//!   Redis-protocol server (`--resp`).
+//! * `eval crash`: kill -9 of the storage node, or of a compute node, in the
+//!   middle of writes; nothing acknowledged may be lost.
+
+mod crash;
+mod node;
+mod report;
+mod run;
+mod store;
+mod workload;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use compute_node::EngineConfig;
+use splitkv_common::tls::NodeIdentity;
+
+use crate::node::OwnCluster;
+use crate::run::RunShape;
+use crate::store::{EngineStore, RespStore, Store};
+
+/// SplitKV's evaluator.
+#[derive(Parser)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write, read in order, restart, read a moving hot region; verify all.
+    Run(RunArgs),
+    /// Kill -9 the storage node or a compute node during writes; verify that
+    /// nothing acknowledged was lost.
+    Crash(crash::CrashArgs),
+    /// Serve a storage node (started by the evaluator itself).
+    #[command(hide = true)]
+    StorageNode(node::NodeArgs),
+    /// Run crash-test writers in a compute node of their own (started by
+    /// `eval crash`).
+    #[command(hide = true)]
+    CrashWriter(crash::WriterArgs),
+}
+
+/// Options of `eval run`.
+#[derive(Args, Clone)]
+struct RunArgs {
+    /// Threads (each one writer and one reader).
+    #[arg(long, default_value_t = 16)]
+    threads: usize,
+    /// Keys each thread writes.
+    #[arg(long, default_value_t = 16384)]
+    per_thread: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 4096)]
+    value_size: usize,
+    /// A running storage node, HOST:PORT (with --certs). Without it the
+    /// evaluator starts its own on loopback with fresh certificates.
+    #[arg(long, requires = "certs")]
+    storage: Option<String>,
+    /// The compute node's certificate directory, for --storage.
+    #[arg(long)]
+    certs: Option<PathBuf>,
+    /// Drive a Redis-protocol server at HOST:PORT (or a redis:// URL)
+    /// instead of the in-process engine.
+    #[arg(long, conflicts_with = "storage")]
+    resp: Option<String>,
+    /// Keep the data directory of the evaluator's own storage node here.
+    #[arg(long)]
+    keep_data: Option<PathBuf>,
+    /// Partitions of the evaluator's own storage node.
+    #[arg(long, default_value_t = 16)]
+    partitions: usize,
+    /// Size of the hot region, in MiB.
+    #[arg(long, default_value_t = 10)]
+    region_mib: u64,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        None => run(cli.run),
+        Some(Command::Run(args)) => run(args),
+        Some(Command::Crash(args)) => crash::run(args),
+        Some(Command::StorageNode(args)) => node::serve(args).map(|()| true),
+        Some(Command::CrashWriter(args)) => crash::writer(args).map(|()| true),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("eval: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the phases; true if every value was verified.
+fn run(args: RunArgs) -> Result<bool> {
+    let shape = RunShape {
+        threads: args.threads.max(1),
+        per_thread: args.per_thread,
+        value_size: args.value_size,
+        region_bytes: args.region_mib << 20,
+    };
+    let mut cluster = None;
+    let mut store: Box<dyn Store> = match (&args.resp, &args.storage) {
+        (Some(address), _) => Box::new(RespStore::connect(address, shape.threads)?),
+        (None, Some(storage)) => {
+            let certs = args.certs.clone().context("--storage needs --certs")?;
+            Box::new(EngineStore::connect(
+                engine_config(storage.clone(), &certs)?,
+                "running".into(),
+            )?)
+        }
+        (None, None) => {
+            let own = OwnCluster::start(args.keep_data.as_deref(), args.partitions)?;
+            let config = engine_config(own.storage(), &own.compute_certs)?;
+            let note = format!(
+                "started by eval, {} partitions, io engine {}",
+                args.partitions,
+                own.node.as_ref().map_or("?", |n| n.io_engine.as_str())
+            );
+            cluster = Some(own);
+            Box::new(EngineStore::connect(config, note)?)
+        }
+    };
+    let report = run::run(store.as_mut(), shape)?;
+    drop(store);
+    if let Some(mut own) = cluster {
+        own.stop()?;
+    }
+    println!("{}", report.table());
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if report.failed() {
+        eprintln!("eval: some operations failed or some values were missing or wrong");
+    }
+    Ok(!report.failed())
+}
+
+/// An engine configuration for the storage node at `storage`.
+fn engine_config(storage: String, certs: &std::path::Path) -> Result<EngineConfig> {
+    let identity = NodeIdentity::load(certs)
+        .with_context(|| format!("loading certificates from {}", certs.display()))?;
+    Ok(EngineConfig::new(storage, Arc::new(identity)))
+}

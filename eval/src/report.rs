@@ -1,0 +1,130 @@
+//! The evaluator's figures: per phase and in total, as a table and as JSON.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// One phase's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseReport {
+    /// write, sequential_read, restart, hot_random_read.
+    pub name: String,
+    /// Wall time.
+    pub seconds: f64,
+    /// Operations carried out (for the restart: keys in the rebuilt index).
+    pub ops: u64,
+    /// Operations per second.
+    pub ops_per_sec: f64,
+    /// Value bytes moved per second, in MiB.
+    pub mib_per_sec: f64,
+    /// Latency percentiles of single operations, in microseconds.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// Share of reads answered from the compute node's windows, when the
+    /// store reports it.
+    pub hit_ratio: Option<f64>,
+    /// Values read back and found right (for writes: puts acknowledged).
+    pub verified: u64,
+    /// Failed operations plus missing or wrong values.
+    pub errors: u64,
+}
+
+impl PhaseReport {
+    /// A phase's figures from its measurements.
+    pub fn new(
+        name: &str,
+        elapsed: Duration,
+        ops: u64,
+        value_bytes: u64,
+        latency: Option<&Histogram<u64>>,
+        hit_ratio: Option<f64>,
+        verified: u64,
+        errors: u64,
+    ) -> Self {
+        let seconds = elapsed.as_secs_f64();
+        let rate = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
+        let quantile = |q: f64| latency.map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1000.0);
+        Self {
+            name: name.to_string(),
+            seconds,
+            ops,
+            ops_per_sec: rate(ops as f64),
+            mib_per_sec: rate(value_bytes as f64 / (1 << 20) as f64),
+            p50_us: quantile(0.5),
+            p99_us: quantile(0.99),
+            p999_us: quantile(0.999),
+            hit_ratio,
+            verified,
+            errors,
+        }
+    }
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// What was measured.
+    pub store: String,
+    /// Threads.
+    pub threads: usize,
+    /// Keys per thread.
+    pub per_thread: u64,
+    /// Value size.
+    pub value_size: usize,
+    /// The phases in order.
+    pub phases: Vec<PhaseReport>,
+    /// Sum of the phases' wall time.
+    pub total_seconds: f64,
+}
+
+impl RunReport {
+    /// True if any phase had an error or a missing or wrong value.
+    pub fn failed(&self) -> bool {
+        self.phases.iter().any(|p| p.errors > 0)
+    }
+
+    /// The table printed at the end of a run.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{}\n{} threads x {} keys, {}-byte values\n\n{:<16} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>7}\n",
+            self.store,
+            self.threads,
+            self.per_thread,
+            self.value_size,
+            "phase",
+            "seconds",
+            "ops/s",
+            "MiB/s",
+            "p50 us",
+            "p99 us",
+            "p999 us",
+            "hit %",
+            "verified",
+            "errors"
+        );
+        for p in &self.phases {
+            let hit = p
+                .hit_ratio
+                .map_or("-".to_string(), |r| format!("{:.2}", r * 100.0));
+            out.push_str(&format!(
+                "{:<16} {:>8.2} {:>10.0} {:>9.1} {:>9.0} {:>9.0} {:>9.0} {:>8} {:>10} {:>7}\n",
+                p.name,
+                p.seconds,
+                p.ops_per_sec,
+                p.mib_per_sec,
+                p.p50_us,
+                p.p99_us,
+                p.p999_us,
+                hit,
+                p.verified,
+                p.errors
+            ));
+        }
+        out.push_str(&format!("{:<16} {:>8.2}\n", "total", self.total_seconds));
+        out
+    }
+}
