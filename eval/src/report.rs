@@ -33,33 +33,45 @@ pub struct PhaseReport {
     pub errors: u64,
 }
 
+/// What a phase measured.
+pub struct Measured<'a> {
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Operations carried out.
+    pub ops: u64,
+    /// Value bytes moved.
+    pub value_bytes: u64,
+    /// Latencies of single operations, in nanoseconds.
+    pub latency: Option<&'a Histogram<u64>>,
+    /// Window hit ratio, when known.
+    pub hit_ratio: Option<f64>,
+    /// Values found right.
+    pub verified: u64,
+    /// Failures plus missing or wrong values.
+    pub errors: u64,
+}
+
 impl PhaseReport {
     /// A phase's figures from its measurements.
-    pub fn new(
-        name: &str,
-        elapsed: Duration,
-        ops: u64,
-        value_bytes: u64,
-        latency: Option<&Histogram<u64>>,
-        hit_ratio: Option<f64>,
-        verified: u64,
-        errors: u64,
-    ) -> Self {
-        let seconds = elapsed.as_secs_f64();
+    pub fn new(name: &str, m: Measured<'_>) -> Self {
+        let seconds = m.elapsed.as_secs_f64();
         let rate = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
-        let quantile = |q: f64| latency.map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1000.0);
+        let quantile = |q: f64| {
+            m.latency
+                .map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1000.0)
+        };
         Self {
             name: name.to_string(),
             seconds,
-            ops,
-            ops_per_sec: rate(ops as f64),
-            mib_per_sec: rate(value_bytes as f64 / (1 << 20) as f64),
+            ops: m.ops,
+            ops_per_sec: rate(m.ops as f64),
+            mib_per_sec: rate(m.value_bytes as f64 / (1 << 20) as f64),
             p50_us: quantile(0.5),
             p99_us: quantile(0.99),
             p999_us: quantile(0.999),
-            hit_ratio,
-            verified,
-            errors,
+            hit_ratio: m.hit_ratio,
+            verified: m.verified,
+            errors: m.errors,
         }
     }
 }

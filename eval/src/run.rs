@@ -17,7 +17,7 @@ use anyhow::Result;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::report::{PhaseReport, RunReport};
+use crate::report::{Measured, PhaseReport, RunReport};
 use crate::store::Store;
 use crate::workload::{self, check_value, fill_value, hot_order, key, partner};
 
@@ -129,13 +129,15 @@ fn write_phase(store: &dyn Store, shape: &RunShape) -> PhaseReport {
     });
     PhaseReport::new(
         "write",
-        elapsed,
-        ok + errors,
-        ok * shape.value_size as u64,
-        Some(&latency),
-        None,
-        ok,
-        errors,
+        Measured {
+            elapsed,
+            ops: ok + errors,
+            value_bytes: ok * shape.value_size as u64,
+            latency: Some(&latency),
+            hit_ratio: None,
+            verified: ok,
+            errors,
+        },
     )
 }
 
@@ -178,13 +180,15 @@ fn read_phase(
     });
     PhaseReport::new(
         name,
-        elapsed,
-        ok + errors,
-        ok * shape.value_size as u64,
-        Some(&latency),
-        hit_ratio(before, store.hits()),
-        ok,
-        errors,
+        Measured {
+            elapsed,
+            ops: ok + errors,
+            value_bytes: ok * shape.value_size as u64,
+            latency: Some(&latency),
+            hit_ratio: hit_ratio(before, store.hits()),
+            verified: ok,
+            errors,
+        },
     )
 }
 
