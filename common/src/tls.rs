@@ -165,6 +165,38 @@ impl NodeIdentity {
         &self.cert_chain
     }
 
+    /// The key a server endpoint derives its stateless-reset tokens from,
+    /// derived from this node's private key, so it is secret and the same
+    /// across restarts. A node that restarts after a crash can then tell
+    /// clients still holding connections to its previous run that those are
+    /// gone (a stateless reset they can verify), and they reconnect at once
+    /// instead of waiting for an idle timeout.
+    pub fn stateless_reset_key(&self) -> Arc<ring::hmac::Key> {
+        let digest = self.derive(b"splitkv stateless reset key v1");
+        Arc::new(ring::hmac::Key::new(
+            ring::hmac::HMAC_SHA256,
+            digest.as_ref(),
+        ))
+    }
+
+    /// The key of a server's connection-ID generator, derived like
+    /// [`NodeIdentity::stateless_reset_key`]: a restarted node recognises the
+    /// connection IDs it handed out before, which it must to answer packets
+    /// for them with a stateless reset.
+    pub fn connection_id_key(&self) -> u64 {
+        let digest = self.derive(b"splitkv connection id key v1");
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&digest.as_ref()[..8]);
+        u64::from_le_bytes(bytes)
+    }
+
+    fn derive(&self, label: &[u8]) -> ring::digest::Digest {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        ctx.update(label);
+        ctx.update(self.key.secret_der());
+        ctx.finish()
+    }
+
     /// Builds the configuration for a QUIC server endpoint (the storage node).
     ///
     /// Guarantees: TLS 1.3 only, *ring* provider, ALPN [`ALPN_PROTOCOL`] only,

@@ -7,6 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quinn::{EndpointConfig, MtuDiscoveryConfig, TransportConfig, VarInt};
+use quinn_proto::HashedConnectionIdGenerator;
+
+use crate::tls::NodeIdentity;
 
 /// Tunable transport settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,9 +87,20 @@ impl TransportSettings {
     }
 
     /// The quinn endpoint configuration: accepts datagrams up to the
-    /// discovery bound (quinn's default receive size is 1472 bytes).
-    pub fn endpoint_config(&self) -> EndpointConfig {
-        let mut config = EndpointConfig::default();
+    /// discovery bound (quinn's default receive size is 1472 bytes). A
+    /// server passes its identity, from which its stateless-reset key and
+    /// connection-ID key are derived (stable across restarts); clients use
+    /// random ones.
+    pub fn endpoint_config(&self, stable: Option<&NodeIdentity>) -> EndpointConfig {
+        let mut config = match stable {
+            Some(identity) => {
+                let mut config = EndpointConfig::new(identity.stateless_reset_key());
+                let key = identity.connection_id_key();
+                config.cid_generator(move || Box::new(HashedConnectionIdGenerator::from_key(key)));
+                config
+            }
+            None => EndpointConfig::default(),
+        };
         if config
             .max_udp_payload_size(self.max_udp_payload_bytes.max(1200))
             .is_err()
@@ -118,15 +132,18 @@ impl TransportSettings {
         Ok(socket.into())
     }
 
-    /// A server endpoint listening on `addr`.
+    /// A server endpoint listening on `addr`, with connection IDs and
+    /// stateless resets derived from `identity`, so that after a restart it
+    /// can tell clients of its previous run that their connections are gone.
     pub fn server_endpoint(
         &self,
         addr: SocketAddr,
         server: quinn::ServerConfig,
+        identity: &NodeIdentity,
     ) -> std::io::Result<quinn::Endpoint> {
         let socket = self.bind(addr)?;
         quinn::Endpoint::new(
-            self.endpoint_config(),
+            self.endpoint_config(Some(identity)),
             Some(server),
             socket,
             Arc::new(quinn::TokioRuntime),
@@ -142,7 +159,7 @@ impl TransportSettings {
         };
         let socket = self.bind(local)?;
         quinn::Endpoint::new(
-            self.endpoint_config(),
+            self.endpoint_config(None),
             None,
             socket,
             Arc::new(quinn::TokioRuntime),

@@ -273,7 +273,9 @@ impl Drop for Engine {
     fn drop(&mut self) {
         self.inner.client.close();
         if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_timeout(Duration::from_secs(1));
+            // The client is closed: what is left are reconnection loops and
+            // fetches whose results nobody wants.
+            runtime.shutdown_background();
         }
     }
 }

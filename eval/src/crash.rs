@@ -179,6 +179,9 @@ struct RoundReport {
     /// storage or compute.
     killed: &'static str,
     kill_after_ms: u64,
+    /// For storage-node kills: how long the surviving compute node took to
+    /// write again on every connection once the storage node was back.
+    recovery_ms: Option<u64>,
     acknowledged: u64,
     in_flight: usize,
     verified: u64,
@@ -223,8 +226,11 @@ pub fn run(args: CrashArgs) -> Result<bool> {
                 kill_after,
             )?
         };
+        let recovery = report
+            .recovery_ms
+            .map_or(String::new(), |ms| format!(", writing again after {ms} ms"));
         println!(
-            "round {:>2}: kill -9 of the {:<7} after {:>4} ms: {:>6} acknowledged, {:>2} in flight, {:>5} keys verified, {} lost, {} wrong, {} resurrected{}",
+            "round {:>2}: kill -9 of the {:<7} after {:>4} ms: {:>6} acknowledged, {:>2} in flight, {:>5} keys verified, {} lost, {} wrong, {} resurrected{recovery}{}",
             report.round,
             report.killed,
             report.kill_after_ms,
@@ -252,7 +258,7 @@ fn crash_engine_config(cluster: &OwnCluster) -> Result<EngineConfig> {
     let identity = splitkv_common::tls::NodeIdentity::load(&cluster.compute_certs)?;
     let mut config = EngineConfig::new(cluster.storage(), Arc::new(identity));
     config.reconnect_wait_ms = 300;
-    config.request_timeout_ms = 3_000;
+    config.request_timeout_ms = 1_000;
     Ok(config)
 }
 
@@ -297,12 +303,38 @@ fn storage_round(
         stop.store(true, Ordering::Relaxed);
         killed
     })?;
-    drop(engine);
     *journal = shared
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     cluster.restart(port)?;
-    verify(cluster, journal, round, "storage", kill_after, before)
+    // The compute node that lived through the crash writes again, on every
+    // connection, within 10 s of the storage node being back.
+    let back = std::time::Instant::now();
+    let mut recovered = 0;
+    for link in 0..engine.partitions() {
+        while back.elapsed() < Duration::from_secs(10) {
+            if engine
+                .put_on(link, format!("probe-{link}").as_bytes(), b"after the crash")
+                .is_ok()
+            {
+                recovered += 1;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let recovery = back.elapsed();
+    drop(engine);
+    let mut report = verify(cluster, journal, round, "storage", kill_after, before)?;
+    report.recovery_ms = Some(recovery.as_millis() as u64);
+    if recovered < args.partitions {
+        eprintln!(
+            "round {round}: only {recovered} of {} connections wrote again within 10 s",
+            args.partitions
+        );
+        report.wrong += 1;
+    }
+    Ok(report)
 }
 
 fn compute_round(
@@ -393,6 +425,7 @@ fn verify(
         round,
         killed,
         kill_after_ms: kill_after,
+        recovery_ms: None,
         acknowledged: journal.acknowledged - before,
         in_flight: journal.in_flight.len(),
         verified: 0,

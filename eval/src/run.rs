@@ -208,13 +208,15 @@ fn restart_phase(store: &mut dyn Store, shape: &RunShape) -> PhaseReport {
     };
     PhaseReport::new(
         "restart",
-        started.elapsed(),
-        keys,
-        0,
-        None,
-        None,
-        keys,
-        errors,
+        Measured {
+            elapsed: started.elapsed(),
+            ops: keys,
+            value_bytes: 0,
+            latency: None,
+            hit_ratio: None,
+            verified: keys,
+            errors,
+        },
     )
 }
 

@@ -23,6 +23,13 @@ impl Partition {
     /// a failed write (which poisons the engine and leaves the buffer
     /// unflushed, still served to readers and replayed by recovery).
     pub(crate) fn run_flusher(&self) {
+        self.flush_until_closed_or_poisoned();
+        // Whoever waits for a buffer must learn why none will come free.
+        let _st = self.state.lock();
+        self.buffer_freed.notify_all();
+    }
+
+    fn flush_until_closed_or_poisoned(&self) {
         loop {
             let (slot, base, fill) = {
                 let mut st = self.state.lock();
@@ -64,8 +71,6 @@ impl Partition {
                 );
                 buffer.set_state(BufferState::Sealed);
                 self.shared.poison(&err);
-                let _st = self.state.lock();
-                self.buffer_freed.notify_all();
                 return;
             }
             self.counters.flushes.fetch_add(1, Ordering::Relaxed);

@@ -342,7 +342,7 @@ async fn a_storage_node_that_does_not_answer_hits_the_deadline() {
         .server_config(Arc::new(settings.transport_config()))
         .expect("server config");
     let endpoint = settings
-        .server_endpoint(any_port(), server)
+        .server_endpoint(any_port(), server, &identity)
         .expect("endpoint");
     let addr = endpoint.local_addr().expect("addr");
     tokio::spawn(async move {

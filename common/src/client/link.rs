@@ -308,15 +308,17 @@ async fn read_loop(
             break reason;
         }
     };
+    live.conn.close(0u32.into(), b"control stream ended");
+    if shared.closing.load(Ordering::Acquire) {
+        live.fail_all(&ClientError::ShutDown);
+        return;
+    }
     tracing::warn!(
         link = index,
-        "connection to the storage node lost: {reason}"
+        "lost the connection to the storage node ({reason}); reconnecting"
     );
-    live.conn.close(0u32.into(), b"control stream ended");
     live.fail_all(&ClientError::ConnectionLost { reason });
-    if !shared.closing.load(Ordering::Acquire) {
-        start_reconnect(shared, index);
-    }
+    start_reconnect(shared, index);
 }
 
 /// Reconnects link `index` in the background with exponential backoff

@@ -58,7 +58,7 @@ impl Server {
             .map_err(ServerError::Tls)?;
         let endpoint = config
             .transport
-            .server_endpoint(config.listen, server_config)
+            .server_endpoint(config.listen, server_config, identity)
             .map_err(|e| ServerError::Bind(config.listen, e))?;
         let limits = engine.limits();
         Ok(Self {

@@ -89,6 +89,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let raw = transport.server_endpoint(
             listen,
             storage_identity.server_config(Arc::new(transport.transport_config()))?,
+            &storage_identity,
         )?;
         let raw_addr = raw.local_addr()?;
         tokio::spawn(raw_bulk_server(raw));
