@@ -1,0 +1,234 @@
+//! The evaluator end to end, at a small size: `eval run` on its own storage
+//! node and against a Redis-protocol server, and `eval crash`.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+const EVAL: &str = env!("CARGO_BIN_EXE_eval");
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("report written");
+    serde_json::from_str(&text).expect("report is JSON")
+}
+
+fn check_run_report(report: &serde_json::Value, keys: u64, engine: bool) {
+    let phases = report["phases"].as_array().expect("phases");
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        ["write", "sequential_read", "restart", "hot_random_read"]
+    );
+    for phase in phases {
+        assert_eq!(phase["errors"], 0, "{phase}");
+        for field in [
+            "seconds",
+            "ops",
+            "ops_per_sec",
+            "mib_per_sec",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "verified",
+        ] {
+            assert!(phase[field].is_number(), "{field} in {phase}");
+        }
+    }
+    for read in [&phases[1], &phases[3]] {
+        assert_eq!(read["verified"], keys, "every value read back and verified");
+        if engine {
+            let ratio = read["hit_ratio"].as_f64().expect("the engine reports hits");
+            assert!(ratio > 0.9, "hit ratio {ratio} in {read}");
+        }
+    }
+    assert_eq!(phases[0]["verified"], keys);
+    assert!(report["total_seconds"].as_f64().expect("total") > 0.0);
+}
+
+#[test]
+fn a_small_run_on_its_own_storage_node_verifies_everything() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("report.json");
+    let status = Command::new(EVAL)
+        .args([
+            "run",
+            "--threads",
+            "4",
+            "--per-thread",
+            "600",
+            "--partitions",
+            "4",
+            "--json",
+        ])
+        .arg(&report)
+        .status()
+        .expect("run eval");
+    assert!(status.success(), "eval run failed: {status}");
+    check_run_report(&json(&report), 2400, true);
+}
+
+#[test]
+fn a_run_with_kept_data_can_be_repeated_on_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    for _ in 0..2 {
+        let status = Command::new(EVAL)
+            .args([
+                "--threads",
+                "2",
+                "--per-thread",
+                "200",
+                "--partitions",
+                "2",
+                "--keep-data",
+            ])
+            .arg(&data)
+            .status()
+            .expect("run eval");
+        assert!(status.success());
+    }
+    assert!(
+        data.join("MANIFEST").is_file(),
+        "the data directory was kept"
+    );
+}
+
+#[test]
+fn an_unreachable_storage_node_is_a_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    splitkv_common::certs::generate_cluster(dir.path(), &["localhost"], false).expect("certs");
+    let output = Command::new(EVAL)
+        .args(["run", "--storage", "localhost:9"])
+        .arg("--certs")
+        .arg(dir.path().join("compute"))
+        .output()
+        .expect("run eval");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("connect"), "{stderr}");
+}
+
+#[test]
+fn the_same_workload_runs_over_the_redis_protocol() {
+    // A storage node (this binary's own subcommand), and a RESP server in
+    // front of an engine in this process.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    splitkv_common::certs::generate_cluster(&certs, &["localhost", "127.0.0.1"], false)
+        .expect("certs");
+    let mut node = Command::new(EVAL)
+        .args([
+            "storage-node",
+            "--partitions",
+            "4",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--certs")
+        .arg(certs.join("storage"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("storage node");
+    let stdout = node.stdout.take().expect("stdout");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+        .expect("ready line");
+    let addr: std::net::SocketAddr = line
+        .split_whitespace()
+        .nth(1)
+        .expect("address")
+        .parse()
+        .expect("address");
+    let identity =
+        splitkv_common::tls::NodeIdentity::load(&certs.join("compute")).expect("identity");
+    let config =
+        compute_node::EngineConfig::new(format!("localhost:{}", addr.port()), Arc::new(identity));
+    let engine = Arc::new(compute_node::Engine::connect(config).expect("engine"));
+    let listener = engine
+        .handle()
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("listen");
+    let resp_addr = listener.local_addr().expect("address");
+    let resp_config = compute_node::resp::RespConfig {
+        requirepass: None,
+        storage: addr.to_string(),
+    };
+    engine.handle().spawn(compute_node::resp::serve(
+        Arc::clone(&engine),
+        listener,
+        resp_config,
+        std::future::pending(),
+    ));
+
+    let report = dir.path().join("resp.json");
+    let status = Command::new(EVAL)
+        .args([
+            "run",
+            "--threads",
+            "4",
+            "--per-thread",
+            "300",
+            "--resp",
+            &resp_addr.to_string(),
+            "--json",
+        ])
+        .arg(&report)
+        .status()
+        .expect("run eval");
+    assert!(status.success(), "eval over RESP failed: {status}");
+    check_run_report(&json(&report), 1200, true);
+    let _ = node.kill();
+    let _ = node.wait();
+}
+
+#[test]
+fn the_crash_test_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("crash.json");
+    let status = Command::new(EVAL)
+        .args([
+            "crash",
+            "--rounds",
+            "3",
+            "--threads",
+            "3",
+            "--keys-per-thread",
+            "60",
+            "--partitions",
+            "4",
+            "--max-kill-ms",
+            "900",
+            "--json",
+        ])
+        .arg(&report)
+        .status()
+        .expect("run eval crash");
+    assert!(status.success(), "eval crash failed: {status}");
+    let report = json(&report);
+    assert_eq!(report["passed"], true);
+    let rounds = report["rounds"].as_array().expect("rounds");
+    assert_eq!(rounds.len(), 3);
+    assert!(
+        rounds.iter().any(|r| r["killed"] == "compute"),
+        "a compute node was killed"
+    );
+    assert!(
+        rounds.iter().any(|r| r["killed"] == "storage"),
+        "the storage node was killed"
+    );
+    for round in rounds {
+        assert!(
+            round["acknowledged"].as_u64().expect("acknowledged") > 0,
+            "{round}"
+        );
+        for field in ["lost", "wrong", "resurrected"] {
+            assert_eq!(round[field], 0, "{field} in {round}");
+        }
+        assert!(round["verified"].as_u64().expect("verified") > 0);
+    }
+}
