@@ -91,6 +91,10 @@ pub struct RunReport {
     pub phases: Vec<PhaseReport>,
     /// Sum of the phases' wall time.
     pub total_seconds: f64,
+    /// Keys in the compute node's index after the run, when known.
+    pub index_keys: Option<u64>,
+    /// Memory of the compute node's index per key, when known.
+    pub index_bytes_per_key: Option<f64>,
 }
 
 impl RunReport {
@@ -137,6 +141,12 @@ impl RunReport {
             ));
         }
         out.push_str(&format!("{:<16} {:>8.2}\n", "total", self.total_seconds));
+        if let (Some(keys), Some(per_key)) = (self.index_keys, self.index_bytes_per_key) {
+            out.push_str(&format!(
+                "index: {keys} keys in {:.1} MiB, {per_key:.0} bytes per key\n",
+                keys as f64 * per_key / (1 << 20) as f64
+            ));
+        }
         out
     }
 }

@@ -239,7 +239,10 @@ pub fn run(store: &mut dyn Store, shape: RunShape) -> Result<RunReport> {
         hot_order(shape.per_thread, per_region, writer as u64 + 1)
     }));
     let total_seconds = phases.iter().map(|p| p.seconds).sum();
+    let index = store.index_memory();
     Ok(RunReport {
+        index_keys: index.map(|(keys, _)| keys),
+        index_bytes_per_key: index.map(|(keys, bytes)| bytes as f64 / keys.max(1) as f64),
         store: description,
         threads: shape.threads,
         per_thread: shape.per_thread,

@@ -20,6 +20,11 @@ pub trait Store: Send + Sync {
     fn hits(&self) -> Option<(u64, u64)>;
     /// What this store is, for the report.
     fn describe(&self) -> String;
+    /// Live keys in the index and the index's memory, in bytes, if the
+    /// store reports them.
+    fn index_memory(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// SplitKV's engine, in this process.
@@ -69,6 +74,11 @@ impl Store for EngineStore {
     fn hits(&self) -> Option<(u64, u64)> {
         let stats = self.engine.as_ref()?.stats();
         Some((stats.hits, stats.misses))
+    }
+
+    fn index_memory(&self) -> Option<(u64, u64)> {
+        let stats = self.engine.as_ref()?.stats();
+        Some((stats.index.live_keys, stats.index.memory_bytes))
     }
 
     fn describe(&self) -> String {

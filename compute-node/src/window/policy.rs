@@ -16,8 +16,11 @@
 //! * A read next to the windows loads the adjacent tile, unless that would
 //!   evict the current window (a straggler is read on its own instead).
 //! * Any other read starts a new tile around it (anchored at the committed
-//!   end when it is near it), unless recent windows went unused: then reads
-//!   are fetched one by one, so scattered reads do not pull whole windows.
+//!   end when it is near it).
+//! * Unless recent windows did not pay for themselves (served less than a
+//!   quarter of their bytes): then misses are read one by one, with a window
+//!   tried again now and then (less and less often while it keeps failing),
+//!   so scattered reads do not pull whole windows.
 
 use std::ops::Range;
 
@@ -30,12 +33,15 @@ const RECENT_READS: usize = 64;
 const MOVE_THRESHOLD: usize = 56;
 /// Steadily climbing (or descending) reads that reveal a lone window's walk.
 const TREND_READS: usize = 8;
-/// A window evicted with fewer hits than this was not worth fetching.
-const USEFUL_HITS: u64 = 8;
-/// After this many useless windows, scattered misses are read one by one...
+/// A window that served less than this share of its bytes (as hits)
+/// before it was replaced was not worth fetching.
+const USEFUL_SHARE_DENOMINATOR: u64 = 4;
+/// After this many useless windows in a row, misses are read one by one...
 const USELESS_LIMIT: u32 = 2;
-/// ...except that every this-many misses one window is tried again.
+/// ...except that after this many misses one window is tried again; each
+/// useless try doubles the wait, up to `MAX_PROBE_EVERY`.
 const PROBE_EVERY: u32 = 64;
+const MAX_PROBE_EVERY: u32 = 1 << 16;
 
 /// What to do for a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +79,8 @@ struct Slot {
     id: u64,
     range: Range<u64>,
     ready: bool,
-    hits: u64,
+    /// Bytes served from this window.
+    hit_bytes: u64,
 }
 
 /// The placement state of one partition's two windows.
@@ -92,6 +99,7 @@ pub struct WindowPolicy {
     next_id: u64,
     useless: u32,
     probe_countdown: u32,
+    probe_every: u32,
 }
 
 impl WindowPolicy {
@@ -112,6 +120,7 @@ impl WindowPolicy {
             next_id: 1,
             useless: 0,
             probe_countdown: 0,
+            probe_every: PROBE_EVERY,
         }
     }
 
@@ -145,7 +154,7 @@ impl WindowPolicy {
             self.slots[slot]
                 .as_mut()
                 .expect("covering slot exists")
-                .hits += 1;
+                .hit_bytes += len;
             let prefetch = self.track(slot, offset);
             return (Decision::Hit { slot }, prefetch);
         }
@@ -271,11 +280,18 @@ impl WindowPolicy {
     }
 
     fn start_fetch(&mut self, slot: usize, range: Range<u64>) -> Fetch {
-        if let Some(old) = &self.slots[slot] {
-            if old.hits < USEFUL_HITS {
+        if let Some(old) = &self.slots[slot]
+            && old.ready
+        {
+            let size = old.range.end - old.range.start;
+            if old.hit_bytes * USEFUL_SHARE_DENOMINATOR < size {
                 self.useless += 1;
+                if self.useless > USELESS_LIMIT {
+                    self.probe_every = (self.probe_every * 2).min(MAX_PROBE_EVERY);
+                }
             } else {
                 self.useless = 0;
+                self.probe_every = PROBE_EVERY;
             }
         }
         let id = self.next_id;
@@ -284,7 +300,7 @@ impl WindowPolicy {
             id,
             range: range.clone(),
             ready: false,
-            hits: 0,
+            hit_bytes: 0,
         });
         if self.current == Some(slot) {
             self.current = None;
@@ -294,6 +310,15 @@ impl WindowPolicy {
 
     /// Where to load a window for a read no window covers, if anywhere.
     fn place_miss(&mut self, record: &Range<u64>) -> Option<Fetch> {
+        // Windows have not been paying for themselves: read on its own,
+        // trying a window again now and then.
+        if self.useless >= USELESS_LIMIT {
+            if self.probe_countdown > 0 {
+                self.probe_countdown -= 1;
+                return None;
+            }
+            self.probe_countdown = self.probe_every;
+        }
         let present: Vec<Range<u64>> = self
             .slots
             .iter()
@@ -338,13 +363,6 @@ impl WindowPolicy {
             }
         }
         // A read away from the windows.
-        if self.useless >= USELESS_LIMIT {
-            if self.probe_countdown > 0 {
-                self.probe_countdown -= 1;
-                return None;
-            }
-            self.probe_countdown = PROBE_EVERY;
-        }
         let range = self.around(record);
         let slot = empty.unwrap_or_else(|| match self.current {
             Some(current) => 1 - current,
