@@ -13,10 +13,12 @@
 //!   So a forward walk and a region that moves backward are served from
 //!   windows, with the next one loading while the current one is read.
 //! * A read inside a loading window waits for it.
-//! * A read next to the windows loads the adjacent tile, unless that would
-//!   evict the current window (a straggler is read on its own instead).
-//! * Any other read starts a new tile around it (anchored at the committed
-//!   end when it is near it).
+//! * A read next to the windows loads the adjacent tile, and any other read
+//!   a new tile around it (anchored at the committed end when it is near
+//!   it), but only into an empty window or in place of one that has gone
+//!   cold (served nothing lately) and is not the current one: otherwise the
+//!   record is read on its own, so reads spread over more than two windows
+//!   do not evict windows that are still in use.
 //! * Unless recent windows did not pay for themselves (served less than a
 //!   quarter of their bytes): then misses are read one by one, with a window
 //!   tried again now and then (less and less often while it keeps failing),
@@ -42,6 +44,9 @@ const USELESS_LIMIT: u32 = 2;
 /// useless try doubles the wait, up to `MAX_PROBE_EVERY`.
 const PROBE_EVERY: u32 = 64;
 const MAX_PROBE_EVERY: u32 = 1 << 16;
+/// A window that has served no read among the last this-many reads is cold:
+/// only a cold window is replaced by a guess.
+const COLD_READS: u64 = 64;
 
 /// What to do for a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +86,8 @@ struct Slot {
     ready: bool,
     /// Bytes served from this window.
     hit_bytes: u64,
+    /// The read count at its last hit (or when it was placed).
+    last_hit: u64,
 }
 
 /// The placement state of one partition's two windows.
@@ -100,6 +107,8 @@ pub struct WindowPolicy {
     useless: u32,
     probe_countdown: u32,
     probe_every: u32,
+    /// Reads seen so far.
+    reads: u64,
 }
 
 impl WindowPolicy {
@@ -121,6 +130,7 @@ impl WindowPolicy {
             useless: 0,
             probe_countdown: 0,
             probe_every: PROBE_EVERY,
+            reads: 0,
         }
     }
 
@@ -142,6 +152,7 @@ impl WindowPolicy {
     /// Decides how to serve a read of the record at `[offset, offset + len)`
     /// and which fetch, if any, to start.
     pub fn on_read(&mut self, offset: u64, len: u64) -> (Decision, Option<Fetch>) {
+        self.reads += 1;
         let record = offset..offset + len;
         if len > self.window_bytes / 2 || record.end > self.committed_end {
             return (Decision::PointRead, None);
@@ -151,10 +162,10 @@ impl WindowPolicy {
             if !s.ready {
                 return (Decision::Wait { slot, id: s.id }, None);
             }
-            self.slots[slot]
-                .as_mut()
-                .expect("covering slot exists")
-                .hit_bytes += len;
+            let reads = self.reads;
+            let s = self.slots[slot].as_mut().expect("covering slot exists");
+            s.hit_bytes += len;
+            s.last_hit = reads;
             let prefetch = self.track(slot, offset);
             return (Decision::Hit { slot }, prefetch);
         }
@@ -261,6 +272,13 @@ impl WindowPolicy {
         Some(self.start_fetch(1 - slot, range))
     }
 
+    /// True if window `slot` has served no read for a while (or is empty).
+    fn is_cold(&self, slot: usize) -> bool {
+        self.slots[slot]
+            .as_ref()
+            .is_none_or(|s| self.reads.saturating_sub(s.last_hit) > COLD_READS)
+    }
+
     fn reset_trend(&mut self) {
         self.trend_len = 0;
         self.trend_checked = false;
@@ -280,9 +298,8 @@ impl WindowPolicy {
     }
 
     fn start_fetch(&mut self, slot: usize, range: Range<u64>) -> Fetch {
-        if let Some(old) = &self.slots[slot]
-            && old.ready
-        {
+        if let Some(old) = &self.slots[slot] {
+            // A window replaced before it arrived served nothing.
             let size = old.range.end - old.range.start;
             if old.hit_bytes * USEFUL_SHARE_DENOMINATOR < size {
                 self.useless += 1;
@@ -301,6 +318,7 @@ impl WindowPolicy {
             range: range.clone(),
             ready: false,
             hit_bytes: 0,
+            last_hit: self.reads,
         });
         if self.current == Some(slot) {
             self.current = None;
@@ -353,7 +371,7 @@ impl WindowPolicy {
                                 }
                             })
                         })?;
-                        if self.current == Some(far) {
+                        if self.current == Some(far) || !self.is_cold(far) {
                             return None;
                         }
                         far
@@ -362,12 +380,23 @@ impl WindowPolicy {
                 return Some(self.start_fetch(slot, range));
             }
         }
-        // A read away from the windows.
+        // A read away from the windows: a new window, but only in place of
+        // one that has gone cold (a window still in use is worth more than
+        // a guess).
         let range = self.around(record);
-        let slot = empty.unwrap_or_else(|| match self.current {
-            Some(current) => 1 - current,
-            None => 0,
-        });
+        let slot = match empty {
+            Some(slot) => slot,
+            None => {
+                let victim = match self.current {
+                    Some(current) => 1 - current,
+                    None => 0,
+                };
+                if !self.is_cold(victim) {
+                    return None;
+                }
+                victim
+            }
+        };
         Some(self.start_fetch(slot, range))
     }
 
@@ -402,6 +431,17 @@ mod tests {
     /// after `latency` further reads), and returns (hits, misses, fetched
     /// bytes).
     fn simulate(reads: &[u64], committed_end: u64, latency: usize) -> (u64, u64, u64) {
+        simulate_with(reads, committed_end, latency, true)
+    }
+
+    /// Like `simulate`; with `waits == false` a read of a loading window
+    /// does not wait for it but reads its record alone (as a batch does).
+    fn simulate_with(
+        reads: &[u64],
+        committed_end: u64,
+        latency: usize,
+        waits: bool,
+    ) -> (u64, u64, u64) {
         let mut policy = WindowPolicy::new(W, committed_end);
         let mut pending: Vec<(usize, Fetch)> = Vec::new();
         let (mut hits, mut misses, mut fetched) = (0, 0, 0);
@@ -428,6 +468,9 @@ mod tests {
                 Decision::Wait { id, .. } => {
                     // The reader waits: complete that fetch now.
                     misses += 1;
+                    if !waits {
+                        continue;
+                    }
                     if let Some(pos) = pending.iter().position(|(_, f)| f.id == id) {
                         let (_, f) = pending.remove(pos);
                         policy.fetched(f.id, f.range.clone(), committed_end);
@@ -570,6 +613,32 @@ mod tests {
         let ratio = hits as f64 / (hits + misses) as f64;
         assert!(fetched < 2 * end, "fetched {fetched} for a log of {end}");
         assert!(ratio > 0.98, "hit ratio {ratio} ({misses} misses)");
+    }
+
+    #[test]
+    fn random_reads_over_more_than_two_windows_do_not_thrash() {
+        // Uniform reads over 2.5 windows of records, each fetch arriving
+        // only after 20 more reads: misses must not each pull a window.
+        let offsets = layout((5 * W / 2) / RECORD);
+        let end = offsets.last().expect("records") + RECORD;
+        let mut reads: Vec<u64> = (0..50_000u64)
+            .map(|i| offsets[(mix(i) % offsets.len() as u64) as usize])
+            .collect();
+        shuffle(&mut reads, 11);
+        for waits in [true, false] {
+            let (_, _, fetched) = simulate_with(&reads, end, 20, waits);
+            assert!(
+                fetched < 40 * W,
+                "waits {waits}: fetched {} windows for 50000 reads of a 2.5-window log",
+                fetched / W
+            );
+        }
+    }
+
+    fn mix(mut x: u64) -> u64 {
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
     }
 
     #[test]
