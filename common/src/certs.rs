@@ -178,6 +178,15 @@ impl ClusterLayout {
     }
 }
 
+/// True if `out` already holds a complete set of cluster files (the CA and
+/// both nodes' directories).
+pub fn cluster_is_complete(out: &Path) -> bool {
+    ClusterLayout::under(out)
+        .files()
+        .iter()
+        .all(|path| path.is_file())
+}
+
 /// Creates a new cluster CA and a storage and a compute certificate signed by
 /// it, and writes them under `out` as described in the [module docs](self).
 ///

@@ -260,6 +260,33 @@ impl NodeIdentity {
     }
 }
 
+/// A client configuration that trusts the cluster CA in `ca` but presents no
+/// certificate of its own: a storage node completes its side of the
+/// handshake with it (proving it is up and is who it claims) and then
+/// refuses the connection. Used only for health probes.
+pub fn anonymous_client_config(
+    ca: &Path,
+    transport: Arc<quinn::TransportConfig>,
+) -> Result<quinn::ClientConfig, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in read_certs(ca)? {
+        roots.add(cert).map_err(|source| TlsError::BadCa {
+            path: ca.to_path_buf(),
+            source,
+        })?;
+    }
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(TlsError::Protocol)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![ALPN_PROTOCOL.to_vec()];
+    let quic = QuicClientConfig::try_from(tls).map_err(TlsError::Quic)?;
+    let mut config = quinn::ClientConfig::new(Arc::new(quic));
+    config.transport_config(transport);
+    Ok(config)
+}
+
 /// The crypto provider every SplitKV TLS config uses: *ring*, chosen
 /// explicitly rather than through the process-wide default.
 pub(crate) fn provider() -> Arc<CryptoProvider> {

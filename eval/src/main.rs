@@ -8,6 +8,7 @@
 //!   middle of writes; nothing acknowledged may be lost.
 
 mod crash;
+mod durability;
 mod node;
 mod report;
 mod run;
@@ -44,6 +45,11 @@ enum Command {
     /// Kill -9 the storage node or a compute node during writes; verify that
     /// nothing acknowledged was lost.
     Crash(crash::CrashArgs),
+    /// Write distinct keys over the Redis protocol for a while, journaling
+    /// every acknowledged one (for kill tests of a deployment).
+    DurabilityWrite(durability::WriteArgs),
+    /// Check that every key in a durability-write journal reads back right.
+    DurabilityVerify(durability::VerifyArgs),
     /// Serve a storage node (started by the evaluator itself).
     #[command(hide = true)]
     StorageNode(node::NodeArgs),
@@ -104,6 +110,8 @@ fn main() -> ExitCode {
         Some(Command::Crash(args)) => crash::run(args),
         Some(Command::StorageNode(args)) => node::serve(args).map(|()| true),
         Some(Command::CrashWriter(args)) => crash::writer(args).map(|()| true),
+        Some(Command::DurabilityWrite(args)) => durability::write(args),
+        Some(Command::DurabilityVerify(args)) => durability::verify(args),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

@@ -114,12 +114,26 @@ pub enum ServerError {
     Bind(SocketAddr, std::io::Error),
 }
 
+/// TLS alert `certificate_required` (116), as a QUIC crypto error code.
+const CERTIFICATE_REQUIRED: u64 = 0x100 + 116;
+
+/// True for a handshake refused only because the client brought no
+/// certificate, which is what `storage-node probe` does.
+fn is_probe(e: &quinn::ConnectionError) -> bool {
+    matches!(e, quinn::ConnectionError::TransportError(t) if u64::from(t.code) == CERTIFICATE_REQUIRED)
+}
+
 async fn serve_connection(shared: Arc<Shared>, incoming: quinn::Incoming) {
     let peer = incoming.remote_address();
     let conn = match incoming.await {
         Ok(conn) => conn,
         Err(e) => {
-            tracing::warn!(%peer, "refused a connection: {e}");
+            if is_probe(&e) {
+                // A health probe: it trusts our CA and brings no certificate.
+                tracing::debug!(%peer, "answered a probe: {e}");
+            } else {
+                tracing::warn!(%peer, "refused a connection: {e}");
+            }
             return;
         }
     };

@@ -22,6 +22,21 @@ struct Cli {
 enum Command {
     /// Serve the Redis protocol (RESP2) in front of a storage node.
     Serve(ServeArgs),
+    /// Check that a compute node answers PING (for health checks).
+    Ping(PingArgs),
+}
+
+#[derive(Args)]
+struct PingArgs {
+    /// The compute node's Redis-protocol address.
+    #[arg(long, default_value = "127.0.0.1:6379")]
+    addr: String,
+    /// Password, if the node requires one.
+    #[arg(long, env = "SPLITKV_REQUIREPASS")]
+    password: Option<String>,
+    /// Give up after this many milliseconds.
+    #[arg(long, default_value_t = 2_000)]
+    timeout_ms: u64,
 }
 
 #[derive(Args)]
@@ -61,6 +76,7 @@ fn main() -> Result<()> {
         .init();
     match Cli::parse().command {
         Command::Serve(args) => serve(args),
+        Command::Ping(args) => ping(args),
     }
 }
 
@@ -94,6 +110,40 @@ fn serve(args: ServeArgs) -> Result<()> {
         anyhow::Ok(())
     })?;
     tracing::info!("compute node stopped");
+    Ok(())
+}
+
+/// Sends (AUTH and) PING over a plain TCP connection and expects PONG.
+fn ping(args: PingArgs) -> Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+    let timeout = std::time::Duration::from_millis(args.timeout_ms);
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(&args.addr)?
+        .next()
+        .with_context(|| format!("{} resolves to no address", args.addr))?;
+    let stream = std::net::TcpStream::connect_timeout(&addr, timeout)
+        .with_context(|| format!("connecting to {}", args.addr))?;
+    stream.set_read_timeout(Some(timeout))?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    if let Some(password) = &args.password {
+        write!(
+            writer,
+            "*2\r\n$4\r\nAUTH\r\n${}\r\n{password}\r\n",
+            password.len()
+        )?;
+        reader.read_line(&mut line)?;
+        anyhow::ensure!(line.starts_with("+OK"), "AUTH refused: {}", line.trim());
+        line.clear();
+    }
+    writer.write_all(b"*1\r\n$4\r\nPING\r\n")?;
+    reader.read_line(&mut line)?;
+    anyhow::ensure!(
+        line.starts_with("+PONG"),
+        "unexpected answer to PING: {}",
+        line.trim()
+    );
+    println!("compute node at {} answers", args.addr);
     Ok(())
 }
 

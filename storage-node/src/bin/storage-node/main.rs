@@ -32,6 +32,23 @@ enum Command {
     /// Measure the transport on loopback: raw QUIC bulk throughput, range
     /// reads and put round trips through the protocol.
     BenchTransport(bench_transport::BenchArgs),
+    /// Check that a storage node answers (for health checks): completes a
+    /// TLS handshake with it, needing only the cluster CA certificate.
+    Probe(ProbeArgs),
+}
+
+/// Options of `probe`.
+#[derive(Args)]
+struct ProbeArgs {
+    /// The storage node, HOST:PORT (HOST must be a name in its certificate).
+    #[arg(long, default_value = "localhost:7000")]
+    addr: String,
+    /// The cluster CA certificate.
+    #[arg(long)]
+    ca: PathBuf,
+    /// Give up after this many milliseconds.
+    #[arg(long, default_value_t = 2_000)]
+    timeout_ms: u64,
 }
 
 /// Options of `serve`.
@@ -102,8 +119,12 @@ struct GenCertsArgs {
     #[arg(long = "host")]
     hosts: Vec<String>,
     /// Replace existing certificates.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "keep_existing")]
     force: bool,
+    /// If a complete set of certificates is already there, keep it and
+    /// succeed (for a deployment step that runs on every start).
+    #[arg(long)]
+    keep_existing: bool,
 }
 
 fn main() -> Result<()> {
@@ -113,6 +134,7 @@ fn main() -> Result<()> {
         Command::Serve(args) => serve(args),
         Command::GenCerts(args) => gen_certs(args),
         Command::BenchTransport(args) => bench_transport::run(args),
+        Command::Probe(args) => probe(args),
     }
 }
 
@@ -183,7 +205,48 @@ async fn shutdown_signal() {
     }
 }
 
+fn probe(args: ProbeArgs) -> Result<()> {
+    let transport = TransportSettings::default();
+    let config = splitkv_common::tls::anonymous_client_config(
+        &args.ca,
+        Arc::new(transport.transport_config()),
+    )?;
+    let host = args
+        .addr
+        .rsplit_once(':')
+        .map_or(args.addr.as_str(), |(h, _)| h)
+        .to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let addr = tokio::net::lookup_host(&args.addr)
+            .await?
+            .next()
+            .with_context(|| format!("{} resolves to no address", args.addr))?;
+        let endpoint = transport.client_endpoint(addr)?;
+        let connecting = endpoint.connect_with(config, addr, &host)?;
+        let timeout = std::time::Duration::from_millis(args.timeout_ms);
+        match tokio::time::timeout(timeout, connecting).await {
+            Ok(Ok(conn)) => {
+                conn.close(0u32.into(), b"probe");
+                println!("storage node at {} answers", args.addr);
+                Ok(())
+            }
+            Ok(Err(e)) => anyhow::bail!("storage node at {} refused the handshake: {e}", args.addr),
+            Err(_) => anyhow::bail!("no answer from {} within {} ms", args.addr, args.timeout_ms),
+        }
+    })
+}
+
 fn gen_certs(args: GenCertsArgs) -> Result<()> {
+    if args.keep_existing && certs::cluster_is_complete(&args.out) {
+        println!(
+            "certificates already present in {}; kept",
+            args.out.display()
+        );
+        return Ok(());
+    }
     let hosts: Vec<String> = if args.hosts.is_empty() {
         DEFAULT_STORAGE_NAMES
             .iter()
