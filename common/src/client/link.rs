@@ -53,6 +53,11 @@ impl Live {
     }
 
     /// Fails the requests whose deadline has passed.
+    /// Fails the requests whose deadline has passed, and then closes the
+    /// connection: a storage node that answers nothing within the deadline
+    /// may be gone (killed, or restarted at another address), and the link
+    /// reconnects, resolving the address again, rather than waiting for the
+    /// idle timeout.
     pub(crate) fn expire(&self, now: Instant, timeout: Duration) {
         let mut pending = self.pending.lock();
         let expired: Vec<u64> = pending
@@ -60,6 +65,9 @@ impl Live {
             .filter(|(_, p)| p.deadline <= now)
             .map(|(&id, _)| id)
             .collect();
+        if expired.is_empty() {
+            return;
+        }
         for id in expired {
             if let Some(p) = pending.remove(&id) {
                 let _ = p.tx.send(Err(ClientError::DeadlineExceeded {
@@ -67,6 +75,8 @@ impl Live {
                 }));
             }
         }
+        drop(pending);
+        self.conn.close(0u32.into(), b"request deadline passed");
     }
 
     /// Registers request `id` and queues its frame.

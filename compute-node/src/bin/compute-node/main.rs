@@ -72,6 +72,7 @@ fn main() -> Result<()> {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
@@ -98,7 +99,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     );
     let handle = engine.handle().clone();
     let resp_config = RespConfig {
-        requirepass: args.requirepass,
+        requirepass: args.requirepass.filter(|p| !p.is_empty()),
         storage: args.storage,
     };
     handle.block_on(async {
@@ -126,7 +127,7 @@ fn ping(args: PingArgs) -> Result<()> {
     let mut writer = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
-    if let Some(password) = &args.password {
+    if let Some(password) = args.password.as_ref().filter(|p| !p.is_empty()) {
         write!(
             writer,
             "*2\r\n$4\r\nAUTH\r\n${}\r\n{password}\r\n",
