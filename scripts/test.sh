@@ -13,3 +13,4 @@ else
   cargo test --workspace --release
 fi
 scripts/compose-test.sh
+scripts/readme-test.sh

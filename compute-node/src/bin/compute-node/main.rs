@@ -65,6 +65,10 @@ struct ServeArgs {
     /// Threads of the async runtime.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// How long to keep trying to reach the storage node at start (it may
+    /// be starting too), in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    connect_wait_ms: u64,
 }
 
 fn main() -> Result<()> {
@@ -93,10 +97,11 @@ fn serve(args: ServeArgs) -> Result<()> {
     config.request_timeout_ms = args.request_timeout_ms;
     config.max_value_bytes = args.max_value_bytes;
     config.worker_threads = args.threads;
-    let engine = Arc::new(
-        Engine::connect(config)
-            .with_context(|| format!("connecting to the storage node at {}", args.storage))?,
-    );
+    let engine = Arc::new(connect_with_retries(
+        config,
+        &args.storage,
+        args.connect_wait_ms,
+    )?);
     let handle = engine.handle().clone();
     let resp_config = RespConfig {
         requirepass: args.requirepass.filter(|p| !p.is_empty()),
@@ -112,6 +117,31 @@ fn serve(args: ServeArgs) -> Result<()> {
     })?;
     tracing::info!("compute node stopped");
     Ok(())
+}
+
+/// Connects the engine, retrying with backoff for up to `wait_ms` while the
+/// storage node cannot be reached (a refused certificate or a fenced writer
+/// is not retried).
+fn connect_with_retries(config: EngineConfig, storage: &str, wait_ms: u64) -> Result<Engine> {
+    use splitkv_common::client::ClientError;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
+    let mut backoff = std::time::Duration::from_millis(100);
+    loop {
+        match Engine::connect(config.clone()) {
+            Ok(engine) => return Ok(engine),
+            Err(compute_node::EngineError::Storage(ClientError::Connect { reason, .. }))
+                if std::time::Instant::now() + backoff < deadline =>
+            {
+                tracing::info!("storage node at {storage} not reachable yet ({reason}); retrying");
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("connecting to the storage node at {storage}"));
+            }
+        }
+    }
 }
 
 /// Sends (AUTH and) PING over a plain TCP connection and expects PONG.
