@@ -49,6 +49,16 @@ fn corrupt(key: &[u8], location: &Location, reason: String) -> EngineError {
     }
 }
 
+/// What the windows gave for one read.
+enum FromWindows {
+    /// The value, from a window (a hit).
+    Value(Bytes),
+    /// A window holding the record is on its way: wait for fetch `id`.
+    Wait { id: u64 },
+    /// No window holds the record: read it on its own.
+    Miss,
+}
+
 impl Inner {
     fn record_put(&self, link: usize, key: &[u8], value_len: usize, ack: WriteAck) {
         let len = record::value_record_len(key.len(), value_len);
@@ -106,6 +116,37 @@ impl Inner {
             self.spawn_fetch(partition, fetch);
         }
         lookup
+    }
+
+    /// Takes `key`'s value from the windows if one holds it intact,
+    /// counting the read as a hit or a miss.
+    fn from_windows(self: &Arc<Self>, key: &[u8], location: &Location) -> FromWindows {
+        match self.lookup(location) {
+            Lookup::Hit(bytes) => {
+                if let Ok(value) = verify(key, location, &bytes) {
+                    self.hit();
+                    return FromWindows::Value(value);
+                }
+                self.miss();
+                FromWindows::Miss
+            }
+            Lookup::Wait { id } => {
+                self.miss();
+                FromWindows::Wait { id }
+            }
+            Lookup::PointRead => {
+                self.miss();
+                FromWindows::Miss
+            }
+        }
+    }
+
+    /// After waiting for a fetch: `key`'s value if the window that arrived
+    /// holds it intact.
+    fn after_wait(&self, key: &[u8], location: &Location) -> Option<Bytes> {
+        let bytes = self.windows[location.partition as usize]
+            .peek(location.offset, u64::from(location.len))?;
+        verify(key, location, &bytes).ok()
     }
 
     fn point_read(&self, location: &Location) -> Result<Call<Bytes>> {
@@ -264,26 +305,15 @@ impl Engine {
         let Some(location) = inner.resolve(key)? else {
             return Ok(None);
         };
-        let partition = location.partition as usize;
-        let len = u64::from(location.len);
-        match inner.lookup(&location) {
-            Lookup::Hit(bytes) => {
-                if let Ok(value) = verify(key, &location, &bytes) {
-                    inner.hit();
-                    return Ok(Some(value));
-                }
-                inner.miss();
-            }
-            Lookup::Wait { id } => {
-                inner.miss();
-                inner.windows[partition].wait(id);
-                if let Some(bytes) = inner.windows[partition].peek(location.offset, len)
-                    && let Ok(value) = verify(key, &location, &bytes)
-                {
+        match inner.from_windows(key, &location) {
+            FromWindows::Value(value) => return Ok(Some(value)),
+            FromWindows::Wait { id } => {
+                inner.windows[location.partition as usize].wait(id);
+                if let Some(value) = inner.after_wait(key, &location) {
                     return Ok(Some(value));
                 }
             }
-            Lookup::PointRead => inner.miss(),
+            FromWindows::Miss => {}
         }
         let bytes = inner.point_read(&location)?.wait_blocking()?;
         verify(key, &location, &bytes)
@@ -297,26 +327,17 @@ impl Engine {
         let Some(location) = inner.resolve(key)? else {
             return Ok(None);
         };
-        let partition = location.partition as usize;
-        let len = u64::from(location.len);
-        match inner.lookup(&location) {
-            Lookup::Hit(bytes) => {
-                if let Ok(value) = verify(key, &location, &bytes) {
-                    inner.hit();
-                    return Ok(Some(value));
-                }
-                inner.miss();
-            }
-            Lookup::Wait { id } => {
-                inner.miss();
-                inner.windows[partition].wait_async(id).await;
-                if let Some(bytes) = inner.windows[partition].peek(location.offset, len)
-                    && let Ok(value) = verify(key, &location, &bytes)
-                {
+        match inner.from_windows(key, &location) {
+            FromWindows::Value(value) => return Ok(Some(value)),
+            FromWindows::Wait { id } => {
+                inner.windows[location.partition as usize]
+                    .wait_async(id)
+                    .await;
+                if let Some(value) = inner.after_wait(key, &location) {
                     return Ok(Some(value));
                 }
             }
-            Lookup::PointRead => inner.miss(),
+            FromWindows::Miss => {}
         }
         let bytes = inner.point_read(&location)?.wait().await?;
         verify(key, &location, &bytes)
@@ -374,14 +395,10 @@ impl Engine {
                 pending.push(Pending::Done(None));
                 continue;
             };
-            if let Lookup::Hit(bytes) = inner.lookup(&location)
-                && let Ok(value) = verify(key, &location, &bytes)
-            {
-                inner.hit();
+            if let FromWindows::Value(value) = inner.from_windows(key, &location) {
                 pending.push(Pending::Done(Some(value)));
                 continue;
             }
-            inner.miss();
             pending.push(Pending::Remote(location, inner.point_read(&location)?));
         }
         Ok(pending)

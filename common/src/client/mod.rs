@@ -471,16 +471,10 @@ impl StorageClient {
     pub async fn wait_up(&self, link: usize, timeout: Duration) -> Result<(), ClientError> {
         let deadline = Instant::now() + timeout;
         loop {
-            if self.is_fenced() {
-                return Err(ClientError::Fenced);
+            if let Some(outcome) = self.up_or_given_up(link, deadline) {
+                return outcome;
             }
-            if self.live(link).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(ClientError::Unavailable { link });
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(UP_POLL_INTERVAL).await;
         }
     }
 
@@ -488,16 +482,25 @@ impl StorageClient {
     pub fn wait_up_blocking(&self, link: usize, timeout: Duration) -> Result<(), ClientError> {
         let deadline = Instant::now() + timeout;
         loop {
-            if self.is_fenced() {
-                return Err(ClientError::Fenced);
+            if let Some(outcome) = self.up_or_given_up(link, deadline) {
+                return outcome;
             }
-            if self.live(link).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(ClientError::Unavailable { link });
-            }
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(UP_POLL_INTERVAL);
+        }
+    }
+
+    /// One check of [`StorageClient::wait_up`]: `Some` once link `link` is
+    /// up, the client is fenced, or `deadline` has passed; `None` to keep
+    /// waiting.
+    fn up_or_given_up(&self, link: usize, deadline: Instant) -> Option<Result<(), ClientError>> {
+        if self.is_fenced() {
+            Some(Err(ClientError::Fenced))
+        } else if self.live(link).is_ok() {
+            Some(Ok(()))
+        } else if Instant::now() >= deadline {
+            Some(Err(ClientError::Unavailable { link }))
+        } else {
+            None
         }
     }
 
@@ -646,6 +649,9 @@ impl Drop for StorageClient {
 
 /// Receive buffers of bulk transfers kept for reuse.
 const BULK_BUFFERS_KEPT: usize = 8;
+
+/// How often [`StorageClient::wait_up`] looks at a link that is down.
+const UP_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Hands each complete frame to `on_frame`; `Some` once the transfer is
 /// over (its last frame delivered, or an error).
