@@ -135,17 +135,20 @@ wait_healthy storage
 wait_healthy compute
 
 step "the storage node uses io_uring, not the fallback"
-docker-compose logs --no-color storage | grep -q 'storage node serving.*io_engine=uring' ||
-  { docker-compose logs --no-color storage | tail -20; fail "storage node is not on io_uring"; }
-docker-compose logs --no-color storage | grep -q 'io_uring is not available' && fail "io_uring fallback reported"
+# The logs are read whole before grep looks at them: with pipefail, a
+# `grep -q` that stops early would fail the pipeline through SIGPIPE.
+storage_log=$(docker-compose logs --no-color storage)
+grep -q 'storage node serving.*io_engine=uring' <<<"$storage_log" ||
+  { tail -20 <<<"$storage_log"; fail "storage node is not on io_uring"; }
+grep -q 'io_uring is not available' <<<"$storage_log" && fail "io_uring fallback reported"
 echo "io_engine=uring"
 # The same image under podman's default profile falls back, as it should.
 fallback=$(podman run --rm --security-opt seccomp=/usr/share/containers/seccomp.json \
   -v "${COMPOSE_PROJECT_NAME}_seccomp_check:/data" localhost/splitkv:latest sh -c \
   'storage-node gen-certs --out /data/c >/dev/null && timeout 3 storage-node serve --data-dir /data/d --certs /data/c/storage --listen 127.0.0.1:7000' 2>&1 || true)
 podman volume rm -f "${COMPOSE_PROJECT_NAME}_seccomp_check" >/dev/null 2>&1 || true
-echo "$fallback" | grep -q 'io_uring is not available' ||
-  { echo "$fallback" | tail -5; fail "without the profile io_uring should be refused"; }
+grep -q 'io_uring is not available' <<<"$fallback" ||
+  { tail -5 <<<"$fallback"; fail "without the profile io_uring should be refused"; }
 echo "with podman's default seccomp profile the node reports the pwrite fallback"
 
 step "each node has its own key and the CA certificate, never the CA's key"
