@@ -5,7 +5,8 @@
 #    stopped at the end; certs/ and data/ made by the README are removed);
 #  - every command of a block marked <!-- compose-test --> must appear in
 #    scripts/compose-test.sh, which runs it against the real deployment;
-#  - blocks marked <!-- ci --> are CI's own command.
+#  - every command of a block marked <!-- ci --> (the test command) must
+#    appear in .ci/run, which runs it.
 # Installs what the commands use (redis-tools, fio). Exits non-zero when a
 # command fails.
 set -euo pipefail
@@ -38,13 +39,19 @@ for i, (tag, body) in enumerate(blocks):
 print(f"{len(blocks)} tagged blocks")
 EOF
 
-for block in "$work"/*-compose-test.sh; do
-  while IFS= read -r line; do
-    [ -z "$line" ] && continue
-    grep -qF -- "$line" scripts/compose-test.sh ||
-      { echo "readme-test: '$line' is not run by scripts/compose-test.sh" >&2; exit 1; }
-  done <"$block"
-done
+# Every line of each block tagged $1 must appear in the file $2.
+lines_appear_in() {
+  local block line
+  for block in "$work"/*-"$1".sh; do
+    while IFS= read -r line; do
+      [ -z "$line" ] && continue
+      grep -qF -- "$line" "$2" ||
+        { echo "readme-test: '$line' is not run by $2" >&2; exit 1; }
+    done <"$block"
+  done
+}
+lines_appear_in compose-test scripts/compose-test.sh
+lines_appear_in ci .ci/run
 
 for block in "$work"/*-readme-test.sh; do
   echo "== README: $(head -1 "$block")"
