@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use splitkv_common::certs;
-use splitkv_common::client::{ClientConfig, ClientError, StorageClient};
+use splitkv_common::client::{Call, ClientConfig, ClientError, StorageClient};
 use splitkv_common::frame::FrameDecoder;
 use splitkv_common::message::{
     self, Hello, PROTOCOL_VERSION, Request, RequestBody, Response, ResponseBody, Role, WireError,
@@ -98,6 +98,11 @@ fn client_config(cluster: &Cluster, addr: SocketAddr) -> ClientConfig {
     config
 }
 
+/// Waits for a request that was sent, or returns why it could not be sent.
+async fn call<T>(sent: Result<Call<T>, ClientError>) -> Result<T, ClientError> {
+    sent?.wait().await
+}
+
 fn any_port() -> SocketAddr {
     "127.0.0.1:0".parse().expect("address")
 }
@@ -112,16 +117,8 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
     assert_eq!(client.partitions(), 4);
     assert!(client.epoch() > 0, "a writer holds an epoch");
 
-    let ack = client
-        .put(1, b"alpha", b"one")
-        .expect("send")
-        .wait()
-        .await
-        .expect("put");
-    let record = client
-        .get(1, ack.offset, record::value_record_len(5, 3))
-        .expect("send")
-        .wait()
+    let ack = call(client.put(1, b"alpha", b"one")).await.expect("put");
+    let record = call(client.get(1, ack.offset, record::value_record_len(5, 3)))
         .await
         .expect("get");
     let decoded = record::decode_value_record(&record).expect("verifies");
@@ -131,20 +128,12 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
     );
 
     let big = vec![0x5Au8; 3 << 20];
-    let acks = client
-        .put_many(2, &[(&b"k1"[..], &b"v1"[..]), (b"k2", &big), (b"k3", b"")])
-        .expect("send")
-        .wait()
+    let acks = call(client.put_many(2, &[(&b"k1"[..], &b"v1"[..]), (b"k2", &big), (b"k3", b"")]))
         .await
         .expect("put_many");
     assert_eq!(acks.len(), 3);
     assert!(acks.windows(2).all(|w| w[0].seq < w[1].seq));
-    let deleted = client
-        .delete(3, b"alpha")
-        .expect("send")
-        .wait()
-        .await
-        .expect("delete");
+    let deleted = call(client.delete(3, b"alpha")).await.expect("delete");
     assert!(deleted.seq > acks[2].seq);
 
     let (range, committed_end) = client.read_range(2, 0, 16 << 20).await.expect("range");
@@ -187,14 +176,14 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
         .expect("export");
     assert!(newer > 0);
 
-    let stats = client.stats().expect("send").wait().await.expect("stats");
+    let stats = call(client.stats()).await.expect("stats");
     assert_eq!(stats.partitions.iter().map(|p| p.puts).sum::<u64>(), 4);
     assert!(stats.connections >= 4);
     assert_eq!(
         client.welcome().io_engine,
         node.engine.io_engine().to_string()
     );
-    client.ping(0).expect("send").wait().await.expect("ping");
+    call(client.ping(0)).await.expect("ping");
     drop(client);
     node.shutdown().await;
 }
@@ -206,39 +195,24 @@ async fn a_new_writer_fences_the_old_one_which_can_still_read() {
     let old = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("connect");
-    let ack = old
-        .put(0, b"k", b"v1")
-        .expect("send")
-        .wait()
-        .await
-        .expect("put");
+    let ack = call(old.put(0, b"k", b"v1")).await.expect("put");
     let new = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("connect");
     assert!(new.epoch() > old.epoch());
-    let err = old
-        .put(0, b"k", b"v2")
-        .expect("send")
-        .wait()
-        .await
-        .expect_err("fenced");
+    let err = call(old.put(0, b"k", b"v2")).await.expect_err("fenced");
     assert!(
         matches!(err, ClientError::Storage(WireError::Fenced { yours, current }) if yours == old.epoch() && current == new.epoch()),
         "{err}"
     );
-    let record = old
-        .get(0, ack.offset, record::value_record_len(1, 2))
-        .expect("send")
-        .wait()
+    let record = call(old.get(0, ack.offset, record::value_record_len(1, 2)))
         .await
         .expect("a fenced writer still reads");
     assert_eq!(
         record::decode_value_record(&record).expect("record").value,
         b"v1"
     );
-    new.put(0, b"k", b"v3")
-        .expect("send")
-        .wait()
+    call(new.put(0, b"k", b"v3"))
         .await
         .expect("new writer writes");
     drop((old, new));
@@ -276,20 +250,16 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
             .await
             .expect("connect"),
     );
-    let before = client
-        .put(0, b"before", b"restart")
-        .expect("send")
-        .wait()
+    let before = call(client.put(0, b"before", b"restart"))
         .await
         .expect("put");
     node.shutdown().await;
 
     // While the node is down, requests fail rather than hang.
     let started = std::time::Instant::now();
-    let err = match client.put(0, b"during", b"outage") {
-        Ok(call) => call.wait().await.expect_err("no node"),
-        Err(e) => e,
-    };
+    let err = call(client.put(0, b"during", b"outage"))
+        .await
+        .expect_err("no node");
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "failed within the deadline"
@@ -310,17 +280,11 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
         .await
         .expect("reconnects");
     assert!(client.generation(0) >= 1);
-    let after = client
-        .put(0, b"after", b"restart")
-        .expect("send")
-        .wait()
+    let after = call(client.put(0, b"after", b"restart"))
         .await
         .expect("put after restart");
     assert!(after.seq > before.seq);
-    let record = client
-        .get(0, before.offset, record::value_record_len(6, 7))
-        .expect("send")
-        .wait()
+    let record = call(client.get(0, before.offset, record::value_record_len(6, 7)))
         .await
         .expect("old data");
     assert_eq!(
@@ -386,10 +350,7 @@ async fn a_storage_node_that_does_not_answer_hits_the_deadline() {
     config.request_timeout_ms = 300;
     let client = StorageClient::connect(config).await.expect("connect");
     let started = std::time::Instant::now();
-    let err = client
-        .put(0, b"k", b"v")
-        .expect("send")
-        .wait()
+    let err = call(client.put(0, b"k", b"v"))
         .await
         .expect_err("no answer");
     assert!(
@@ -473,11 +434,7 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
     let good = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("connect");
-    good.put(0, b"keep", b"me")
-        .expect("send")
-        .wait()
-        .await
-        .expect("put");
+    call(good.put(0, b"keep", b"me")).await.expect("put");
     let puts_before = node
         .engine
         .stats()
@@ -544,9 +501,7 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
         "the stream limit must hold a flood back (opened {})",
         streams.len()
     );
-    good.ping(2)
-        .expect("send")
-        .wait()
+    call(good.ping(2))
         .await
         .expect("other connections are served during a flood");
     drop(streams);
@@ -593,21 +548,14 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
 
     // The raw writer above began a newer epoch, so the client is fenced now;
     // it still reads, and the node still serves.
-    let err = good
-        .put(0, b"keep", b"changed")
-        .expect("send")
-        .wait()
+    let err = call(good.put(0, b"keep", b"changed"))
         .await
         .expect_err("fenced");
     assert!(
         matches!(err, ClientError::Storage(WireError::Fenced { .. })),
         "{err}"
     );
-    good.ping(1)
-        .expect("send")
-        .wait()
-        .await
-        .expect("the node keeps serving");
+    call(good.ping(1)).await.expect("the node keeps serving");
     let puts_after = node
         .engine
         .stats()
