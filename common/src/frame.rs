@@ -9,9 +9,11 @@
 //!
 //! where `frame_len` counts everything after itself. The meta is a small
 //! postcard message; the blob carries bulk bytes (a value, a record, a range
-//! of the log) so that they are never re-encoded and can be sent and
-//! received without a copy. A `frame_len` above the limit is refused as soon
-//! as its four bytes arrive, before anything is allocated for it.
+//! of the log) so that they are never re-encoded: a sender can pass a blob
+//! as a chunk of its own, and a receiver gets it as a slice of the bytes the
+//! decoder gathered (one copy, from the transport's chunks into the decoder's
+//! buffer). A `frame_len` above the limit is refused as soon as its four
+//! bytes arrive, before anything is allocated for it.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
@@ -103,16 +105,6 @@ impl FrameDecoder {
         self.buf
     }
 
-    /// The frame limit.
-    pub fn max_frame_bytes(&self) -> usize {
-        self.max_frame_bytes
-    }
-
-    /// Bytes received but not yet returned as frames.
-    pub fn buffered(&self) -> usize {
-        self.buf.len()
-    }
-
     /// Checks the length of the frame at the front of the buffer, if its
     /// prefix has arrived, and returns it.
     fn front_len(&self) -> Result<Option<usize>, FrameError> {
@@ -196,11 +188,6 @@ pub fn put_prefix(out: &mut impl BufMut, meta_len: usize, blob_len: usize) {
     let frame_len = u32::try_from(4 + meta_len + blob_len).expect("frame length fits u32");
     out.put_u32_le(frame_len);
     out.put_u32_le(u32::try_from(meta_len).expect("meta length fits u32"));
-}
-
-/// Total bytes on the wire of a frame with this much meta and blob.
-pub fn wire_len(meta_len: usize, blob_len: usize) -> usize {
-    FRAME_PREFIX_BYTES + meta_len + blob_len
 }
 
 #[cfg(test)]

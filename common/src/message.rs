@@ -297,7 +297,8 @@ pub enum WireError {
     /// A write on a connection that is not a writer.
     #[error("this connection is not a writer")]
     NotAWriter,
-    /// A request before [`Hello`], or a second `Hello`.
+    /// A second [`Hello`] on a stream. (A stream that does not begin with
+    /// `Hello` is closed as a protocol violation instead.)
     #[error("the stream must begin with exactly one Hello")]
     HelloRequired,
     /// The peers speak different protocol versions.
@@ -333,21 +334,30 @@ pub struct DecodeError(pub String);
 /// Encodes a frame whose meta is `meta` and whose blob is `blob` into
 /// `out`, reusing its capacity. Returns the frame as one buffer.
 pub fn encode<T: Serialize>(out: &mut BytesMut, meta: &T, blob: &[u8]) -> Bytes {
-    let prefix_at = out.len();
-    out.put_bytes(0, frame::FRAME_PREFIX_BYTES);
-    let meta_start = out.len();
-    let writer = (&mut *out).writer();
-    postcard::to_io(meta, writer).expect("postcard encodes into memory");
-    let meta_len = out.len() - meta_start;
-    let mut prefix = &mut out[prefix_at..prefix_at + frame::FRAME_PREFIX_BYTES];
-    frame::put_prefix(&mut prefix, meta_len, blob.len());
-    out.extend_from_slice(blob);
+    encode_parts(out, meta, &[blob])
+}
+
+/// Like [`encode`], with a blob that is the concatenation of `parts`
+/// (copied once, straight into `out`).
+pub fn encode_parts<T: Serialize>(out: &mut BytesMut, meta: &T, parts: &[&[u8]]) -> Bytes {
+    let blob_len = parts.iter().map(|p| p.len()).sum();
+    put_head(out, meta, blob_len);
+    out.reserve(blob_len);
+    for part in parts {
+        out.extend_from_slice(part);
+    }
     out.split().freeze()
 }
 
 /// Encodes only the prefix and meta of a frame whose blob of `blob_len`
 /// bytes will be sent as a separate chunk (so large blobs are not copied).
 pub fn encode_head<T: Serialize>(out: &mut BytesMut, meta: &T, blob_len: usize) -> Bytes {
+    put_head(out, meta, blob_len);
+    out.split().freeze()
+}
+
+/// Appends the prefix and meta of a frame with a blob of `blob_len` bytes.
+fn put_head<T: Serialize>(out: &mut BytesMut, meta: &T, blob_len: usize) {
     let prefix_at = out.len();
     out.put_bytes(0, frame::FRAME_PREFIX_BYTES);
     let meta_start = out.len();
@@ -355,7 +365,6 @@ pub fn encode_head<T: Serialize>(out: &mut BytesMut, meta: &T, blob_len: usize) 
     let meta_len = out.len() - meta_start;
     let mut prefix = &mut out[prefix_at..prefix_at + frame::FRAME_PREFIX_BYTES];
     frame::put_prefix(&mut prefix, meta_len, blob_len);
-    out.split().freeze()
 }
 
 /// Decodes a request's meta. The returned request borrows from the frame.

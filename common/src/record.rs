@@ -91,8 +91,7 @@ pub fn encode_value_record(dst: &mut [u8], seq: u64, key: &[u8], value: &[u8]) -
     dst[12..20].copy_from_slice(&seq.to_le_bytes());
     dst[VALUE_HEADER_BYTES..VALUE_HEADER_BYTES + key.len()].copy_from_slice(key);
     dst[VALUE_HEADER_BYTES + key.len()..].copy_from_slice(value);
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&dst[4..VALUE_HEADER_BYTES]), key);
-    let crc = crc32c::crc32c_append(crc, value);
+    let crc = crc32c::crc32c(&dst[4..]);
     dst[0..4].copy_from_slice(&crc.to_le_bytes());
     len
 }

@@ -238,17 +238,10 @@ impl NodeIdentity {
         &self,
         transport: Arc<quinn::TransportConfig>,
     ) -> Result<quinn::ClientConfig, TlsError> {
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(TlsError::Protocol)?
-            .with_root_certificates(self.roots.clone())
+        let tls = client_builder(self.roots.clone())?
             .with_client_auth_cert(self.cert_chain.clone(), self.key.clone_key())
             .map_err(|source| self.identity_error(source))?;
-        tls.alpn_protocols = vec![ALPN_PROTOCOL.to_vec()];
-        let quic = QuicClientConfig::try_from(tls).map_err(TlsError::Quic)?;
-        let mut config = quinn::ClientConfig::new(Arc::new(quic));
-        config.transport_config(transport);
-        Ok(config)
+        quic_client_config(tls, transport)
     }
 
     fn identity_error(&self, source: rustls::Error) -> TlsError {
@@ -268,18 +261,27 @@ pub fn anonymous_client_config(
     ca: &Path,
     transport: Arc<quinn::TransportConfig>,
 ) -> Result<quinn::ClientConfig, TlsError> {
-    let mut roots = RootCertStore::empty();
-    for cert in read_certs(ca)? {
-        roots.add(cert).map_err(|source| TlsError::BadCa {
-            path: ca.to_path_buf(),
-            source,
-        })?;
-    }
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider())
+    let tls = client_builder(read_roots(ca)?)?.with_no_client_auth();
+    quic_client_config(tls, transport)
+}
+
+/// A TLS 1.3 client configuration with the *ring* provider trusting only
+/// `roots`, up to the choice of client certificate.
+fn client_builder(
+    roots: impl Into<Arc<RootCertStore>>,
+) -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>, TlsError>
+{
+    Ok(rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(TlsError::Protocol)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots))
+}
+
+/// The QUIC client configuration for `tls`, offering only [`ALPN_PROTOCOL`].
+fn quic_client_config(
+    mut tls: rustls::ClientConfig,
+    transport: Arc<quinn::TransportConfig>,
+) -> Result<quinn::ClientConfig, TlsError> {
     tls.alpn_protocols = vec![ALPN_PROTOCOL.to_vec()];
     let quic = QuicClientConfig::try_from(tls).map_err(TlsError::Quic)?;
     let mut config = quinn::ClientConfig::new(Arc::new(quic));

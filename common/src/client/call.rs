@@ -1,7 +1,5 @@
 //! A request in flight: wait for it asynchronously or from a plain thread.
 
-use std::marker::PhantomData;
-
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
@@ -28,16 +26,11 @@ pub(crate) type Convert<T> = fn(Reply) -> Result<T, ClientError>;
 pub struct Call<T> {
     rx: oneshot::Receiver<Outcome>,
     convert: Convert<T>,
-    _out: PhantomData<fn() -> T>,
 }
 
 impl<T> Call<T> {
     pub(crate) fn new(rx: oneshot::Receiver<Outcome>, convert: Convert<T>) -> Self {
-        Self {
-            rx,
-            convert,
-            _out: PhantomData,
-        }
+        Self { rx, convert }
     }
 
     fn finish(

@@ -3,7 +3,7 @@
 //! reconnection with backoff when it drops.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -19,14 +19,24 @@ use crate::message::{
     self, Hello, PROTOCOL_VERSION, Request, RequestBody, ResponseBody, Role, WireError,
 };
 
+/// Bytes of each thread's encoding scratch space.
+const SCRATCH_BYTES: usize = 64 << 10;
+
 thread_local! {
     /// Encoding scratch space, reused by every request a thread sends.
-    static SCRATCH: RefCell<BytesMut> = RefCell::new(BytesMut::with_capacity(64 << 10));
+    static SCRATCH: RefCell<BytesMut> = RefCell::new(BytesMut::with_capacity(SCRATCH_BYTES));
 }
 
-/// Encodes a frame with the calling thread's scratch buffer.
-pub(crate) fn encode_frame<T: serde::Serialize>(meta: &T, blob: &[u8]) -> Bytes {
-    SCRATCH.with(|scratch| message::encode(&mut scratch.borrow_mut(), meta, blob))
+/// Encodes a frame whose blob is the concatenation of `parts`. Frames that
+/// fit the calling thread's scratch space are carved out of it; a larger
+/// one gets a buffer of its own, so the scratch space never grows to the
+/// largest value a thread ever sent.
+pub(crate) fn encode_frame<T: serde::Serialize>(meta: &T, parts: &[&[u8]]) -> Bytes {
+    let blob_len: usize = parts.iter().map(|p| p.len()).sum();
+    if blob_len > SCRATCH_BYTES / 2 {
+        return message::encode_parts(&mut BytesMut::new(), meta, parts);
+    }
+    SCRATCH.with(|scratch| message::encode_parts(&mut scratch.borrow_mut(), meta, parts))
 }
 
 struct Pending {
@@ -34,52 +44,66 @@ struct Pending {
     deadline: Instant,
 }
 
+/// The requests waiting on a connection, by id. Ids grow with time and
+/// every request gets the same timeout, so the oldest deadline is first.
+#[derive(Default)]
+struct Waiting {
+    by_id: BTreeMap<u64, Pending>,
+    /// Set (under the same lock) when the connection is lost: from then on
+    /// nothing is registered, so no request can be left behind unanswered.
+    closed: bool,
+}
+
 /// A connection that is up, with the tasks serving its control stream.
 pub(crate) struct Live {
     pub(crate) conn: quinn::Connection,
     outbox: mpsc::UnboundedSender<Bytes>,
-    pending: Mutex<HashMap<u64, Pending>>,
+    waiting: Mutex<Waiting>,
+    /// Mirrors `waiting.closed`, for checks that need no lock.
     dead: AtomicBool,
 }
 
 impl Live {
     /// Fails every waiting request with `err` and refuses new ones.
     fn fail_all(&self, err: &ClientError) {
-        self.dead.store(true, Ordering::Release);
-        let drained: Vec<Pending> = self.pending.lock().drain().map(|(_, p)| p).collect();
-        for pending in drained {
+        let drained = {
+            let mut waiting = self.waiting.lock();
+            waiting.closed = true;
+            self.dead.store(true, Ordering::Release);
+            std::mem::take(&mut waiting.by_id)
+        };
+        for pending in drained.into_values() {
             let _ = pending.tx.send(Err(err.clone()));
         }
     }
 
-    /// Fails the requests whose deadline has passed.
     /// Fails the requests whose deadline has passed, and then closes the
     /// connection: a storage node that answers nothing within the deadline
     /// may be gone (killed, or restarted at another address), and the link
     /// reconnects, resolving the address again, rather than waiting for the
     /// idle timeout.
     pub(crate) fn expire(&self, now: Instant, timeout: Duration) {
-        let mut pending = self.pending.lock();
-        let expired: Vec<u64> = pending
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(&id, _)| id)
-            .collect();
-        if expired.is_empty() {
-            return;
-        }
-        for id in expired {
-            if let Some(p) = pending.remove(&id) {
-                let _ = p.tx.send(Err(ClientError::DeadlineExceeded {
-                    after_ms: timeout.as_millis() as u64,
-                }));
+        let mut waiting = self.waiting.lock();
+        let mut any = false;
+        while let Some(entry) = waiting.by_id.first_entry() {
+            if entry.get().deadline > now {
+                break;
             }
+            let _ = entry.remove().tx.send(Err(ClientError::DeadlineExceeded {
+                after_ms: timeout.as_millis() as u64,
+            }));
+            any = true;
         }
-        drop(pending);
-        self.conn.close(0u32.into(), b"request deadline passed");
+        drop(waiting);
+        if any {
+            self.conn.close(0u32.into(), b"request deadline passed");
+        }
     }
 
-    /// Registers request `id` and queues its frame.
+    /// Registers request `id` and queues its frame. Either the request is
+    /// registered before the connection is declared lost (and is then
+    /// answered, failed with the loss, or failed at its deadline), or it is
+    /// refused here.
     pub(crate) fn send(
         &self,
         id: u64,
@@ -87,14 +111,17 @@ impl Live {
         deadline: Instant,
     ) -> Result<oneshot::Receiver<Outcome>, ClientError> {
         let (tx, rx) = oneshot::channel();
-        if self.dead.load(Ordering::Acquire) {
-            return Err(ClientError::ConnectionLost {
-                reason: "the connection is closing".into(),
-            });
+        {
+            let mut waiting = self.waiting.lock();
+            if waiting.closed {
+                return Err(ClientError::ConnectionLost {
+                    reason: "the connection is closing".into(),
+                });
+            }
+            waiting.by_id.insert(id, Pending { tx, deadline });
         }
-        self.pending.lock().insert(id, Pending { tx, deadline });
         if self.outbox.send(frame).is_err() {
-            self.pending.lock().remove(&id);
+            self.waiting.lock().by_id.remove(&id);
             return Err(ClientError::ConnectionLost {
                 reason: "the connection's writer stopped".into(),
             });
@@ -144,7 +171,7 @@ impl Link {
 
 /// The role a link presents in its `Hello`.
 fn role_for(shared: &Shared, index: usize) -> Role {
-    if shared.writer {
+    if shared.config.writer {
         Role::Writer {
             partition: index as u32,
             epoch: shared.epoch_for_hello(),
@@ -185,7 +212,7 @@ pub(crate) async fn establish(
         send.write_all(&encode_frame(&hello, &[]))
             .await
             .map_err(|e| write_error(shared, e))?;
-        let mut decoder = FrameDecoder::trusting(shared.max_frame_bytes);
+        let mut decoder = FrameDecoder::trusting(shared.response_limit_bytes);
         let welcome = loop {
             let chunk = recv
                 .read_chunk(1 << 20, true)
@@ -230,7 +257,7 @@ pub(crate) async fn establish(
         let live = Arc::new(Live {
             conn: conn.clone(),
             outbox,
-            pending: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(Waiting::default()),
             dead: AtomicBool::new(false),
         });
         tokio::spawn(write_loop(send, rx));
@@ -293,7 +320,7 @@ async fn read_loop(
             match decoder.next_frame() {
                 Ok(Some(frame)) => match message::decode_response(&frame) {
                     Ok(response) => {
-                        let waiting = live.pending.lock().remove(&response.id);
+                        let waiting = live.waiting.lock().by_id.remove(&response.id);
                         if let Some(waiting) = waiting {
                             let outcome = response.body.map(|body| Reply {
                                 body,
@@ -335,7 +362,11 @@ async fn read_loop(
 /// (50 ms doubling to 2 s) until it succeeds, the writer is fenced, or the
 /// client closes.
 pub(crate) fn start_reconnect(shared: Arc<Shared>, index: usize) {
-    let link = Arc::clone(&shared.links()[index]);
+    // Before the client has all its links (while connecting), there is
+    // nothing to reconnect yet: `connect` starts it once they are in place.
+    let Some(link) = shared.links().get(index).cloned() else {
+        return;
+    };
     if link.reconnecting.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -381,24 +412,28 @@ pub(crate) fn start_reconnect(shared: Arc<Shared>, index: usize) {
 /// Classifies a connection failure; a refusal of our certificate gets a
 /// message that says so.
 pub(crate) fn connection_error(shared: &Shared, e: &quinn::ConnectionError) -> ClientError {
-    if let quinn::ConnectionError::ConnectionClosed(close) = e {
-        let code = u64::from(close.error_code);
-        if (0x100..0x200).contains(&code) {
-            return ClientError::Refused {
-                server: shared.config.server.clone(),
-                reason: String::from_utf8_lossy(&close.reason).into_owned(),
-            };
+    let refusal = match e {
+        quinn::ConnectionError::ConnectionClosed(close) if is_tls_alert(close.error_code) => {
+            Some(String::from_utf8_lossy(&close.reason).into_owned())
         }
-    }
-    if let quinn::ConnectionError::TransportError(t) = e {
-        return ClientError::Refused {
+        quinn::ConnectionError::TransportError(t) if is_tls_alert(t.code) => Some(t.to_string()),
+        _ => None,
+    };
+    match refusal {
+        Some(reason) => ClientError::Refused {
             server: shared.config.server.clone(),
-            reason: t.to_string(),
-        };
+            reason,
+        },
+        None => ClientError::ConnectionLost {
+            reason: e.to_string(),
+        },
     }
-    ClientError::ConnectionLost {
-        reason: e.to_string(),
-    }
+}
+
+/// True if `code` is a QUIC CRYPTO_ERROR, which carries a TLS alert
+/// (0x0100 + alert, RFC 9001 §4.8).
+fn is_tls_alert(code: quinn::TransportErrorCode) -> bool {
+    (0x100..0x200).contains(&u64::from(code))
 }
 
 pub(crate) fn read_error(shared: &Shared, e: quinn::ReadError) -> ClientError {

@@ -24,10 +24,8 @@ pub use call::Call;
 use call::{Reply, unexpected};
 use link::{Link, encode_frame};
 
-use crate::frame::FrameDecoder;
-use crate::message::{
-    self, PartitionReport, Request, RequestBody, ResponseBody, StatsReport, WireError, WriteAck,
-};
+use crate::frame::{self, FrameDecoder};
+use crate::message::{self, Request, RequestBody, ResponseBody, StatsReport, WireError, WriteAck};
 use crate::tls::NodeIdentity;
 use crate::transport::TransportSettings;
 
@@ -83,18 +81,16 @@ pub enum ClientError {
     /// The client is closed.
     #[error("the storage client is closed")]
     ShutDown,
-}
-
-impl ClientError {
-    /// True if the request may have been carried out even though it failed
-    /// (lost connection, missed deadline), so a caller should find out
-    /// rather than assume.
-    pub fn is_uncertain(&self) -> bool {
-        matches!(
-            self,
-            ClientError::ConnectionLost { .. } | ClientError::DeadlineExceeded { .. }
-        )
-    }
+    /// A request larger than the storage node accepts; it was not sent.
+    #[error("{what} is {len} bytes; the storage node accepts at most {max}")]
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 /// Called with a link's index each time it reconnects.
@@ -117,7 +113,10 @@ pub struct ClientConfig {
     pub connect_timeout_ms: u64,
     /// Transport settings.
     pub transport: TransportSettings,
-    /// Frame limit for responses (at least the largest record).
+    /// Frame limit for responses that carry a record: at least the frame of
+    /// the largest key with the largest value ([`message::max_frame_bytes`]).
+    /// Range reads of up to [`crate::limits::MAX_RANGE_BYTES`] are accepted
+    /// whatever this says.
     pub max_frame_bytes: usize,
     /// Called after a link reconnects (for example to catch up on the
     /// partition's key log).
@@ -164,11 +163,11 @@ pub(crate) struct Shared {
     endpoint: quinn::Endpoint,
     quic: quinn::ClientConfig,
     server_name: String,
-    writer: bool,
     epoch: AtomicU64,
     fenced: AtomicBool,
     closing: AtomicBool,
-    max_frame_bytes: usize,
+    /// Longest response frame accepted: records and range reads.
+    response_limit_bytes: usize,
     links: OnceLock<Vec<Arc<Link>>>,
     /// Receive buffers of finished bulk transfers. Once the caller drops
     /// what it received, the next transfer refills the same memory instead
@@ -210,7 +209,6 @@ pub struct StorageClient {
     shared: Arc<Shared>,
     welcome: Welcome,
     next_id: AtomicU64,
-    runtime: tokio::runtime::Handle,
 }
 
 /// Splits `host:port` into the host (the TLS server name).
@@ -251,8 +249,9 @@ impl StorageClient {
                     reason: format!("cannot open a UDP socket: {e}"),
                 })?;
         let shared = Arc::new(Shared {
-            writer: config.writer,
-            max_frame_bytes: config.max_frame_bytes,
+            response_limit_bytes: config
+                .max_frame_bytes
+                .max(message::max_frame_bytes(0, crate::limits::MAX_RANGE_BYTES)),
             config,
             endpoint,
             quic,
@@ -265,26 +264,47 @@ impl StorageClient {
         });
         let (first, welcome) = link::establish(&shared, 0).await?;
         shared.epoch.store(welcome.epoch, Ordering::Release);
+        let rest: Vec<_> = (1..welcome.partitions)
+            .map(|i| {
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move { link::establish(&shared, i).await })
+            })
+            .collect();
         let mut links = vec![Arc::new(Link::new(first))];
-        let rest = (1..welcome.partitions).map(|i| {
-            let shared = Arc::clone(&shared);
-            tokio::spawn(async move { link::establish(&shared, i).await })
-        });
-        let rest: Vec<_> = rest.collect();
+        let mut failure = None;
         for handle in rest {
-            let (live, _) = handle.await.map_err(|e| ClientError::Connect {
-                server: shared.config.server.clone(),
-                reason: format!("connection task failed: {e}"),
-            })??;
-            links.push(Arc::new(Link::new(live)));
+            match handle.await {
+                Ok(Ok((live, _))) => links.push(Arc::new(Link::new(live))),
+                Ok(Err(e)) => failure = failure.or(Some(e)),
+                Err(e) => {
+                    failure = failure.or(Some(ClientError::Connect {
+                        server: shared.config.server.clone(),
+                        reason: format!("connection task failed: {e}"),
+                    }))
+                }
+            }
+        }
+        if let Some(e) = failure {
+            // Close what did come up, so no connection outlives the error.
+            shared.closing.store(true, Ordering::Release);
+            for link in &links {
+                link.close();
+            }
+            return Err(e);
         }
         let _ = shared.links.set(links);
+        // A link lost while the others were still connecting found no link
+        // to reconnect; start those now.
+        for (index, link) in shared.links().iter().enumerate() {
+            if !link.is_up() {
+                link::start_reconnect(Arc::clone(&shared), index);
+            }
+        }
         spawn_sweeper(Arc::downgrade(&shared));
         Ok(Self {
             shared,
             welcome,
             next_id: AtomicU64::new(1),
-            runtime: tokio::runtime::Handle::current(),
         })
     }
 
@@ -344,18 +364,46 @@ impl StorageClient {
         Duration::from_millis(self.shared.config.request_timeout_ms)
     }
 
-    /// Sends a request on link `link`'s control stream.
+    /// Sends a request on link `link`'s control stream, its blob the
+    /// concatenation of `blob`. A request the storage node would refuse as
+    /// too large a frame (which would cost the whole connection) is refused
+    /// here and not sent.
     fn call<T>(
         &self,
         link: usize,
         body: RequestBody<'_>,
-        blob: &[u8],
+        blob: &[&[u8]],
         convert: call::Convert<T>,
     ) -> Result<Call<T>, ClientError> {
+        let max =
+            message::max_frame_bytes(self.welcome.max_key_bytes, self.welcome.max_value_bytes);
+        let blob_len: usize = blob.iter().map(|part| part.len()).sum();
+        if blob_len > max {
+            return Err(ClientError::TooLarge {
+                what: "request",
+                len: blob_len,
+                max,
+            });
+        }
         let live = self.live(link)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let frame = encode_frame(&Request { id, body }, blob);
-        let rx = live.send(id, frame, Instant::now() + self.timeout())?;
+        let encoded = encode_frame(&Request { id, body }, blob);
+        let meta_len = encoded.len() - frame::FRAME_PREFIX_BYTES - blob_len;
+        if meta_len > frame::MAX_META_BYTES {
+            return Err(ClientError::TooLarge {
+                what: "the request's keys",
+                len: meta_len,
+                max: frame::MAX_META_BYTES,
+            });
+        }
+        if encoded.len() > max {
+            return Err(ClientError::TooLarge {
+                what: "request",
+                len: encoded.len(),
+                max,
+            });
+        }
+        let rx = live.send(id, encoded, Instant::now() + self.timeout())?;
         Ok(Call::new(rx, convert))
     }
 
@@ -375,12 +423,15 @@ impl StorageClient {
         value: &[u8],
     ) -> Result<Call<WriteAck>, ClientError> {
         self.check_writer()?;
-        self.call(link, RequestBody::Put { key }, value, |reply| {
-            match reply.body {
+        self.call(
+            link,
+            RequestBody::Put { key },
+            &[value],
+            |reply| match reply.body {
                 ResponseBody::Written(ack) => Ok(ack),
                 other => Err(unexpected(&other)),
-            }
-        })
+            },
+        )
     }
 
     /// Puts every pair through link `link` as one unit (all or none after a
@@ -393,11 +444,11 @@ impl StorageClient {
         self.check_writer()?;
         let keys = items.iter().map(|(k, _)| *k).collect();
         let value_lens = items.iter().map(|(_, v)| v.len() as u32).collect();
-        let blob: Vec<u8> = items.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+        let values: Vec<&[u8]> = items.iter().map(|(_, v)| *v).collect();
         self.call(
             link,
             RequestBody::PutMany { keys, value_lens },
-            &blob,
+            &values,
             |reply| match reply.body {
                 ResponseBody::WrittenMany(acks) => Ok(acks),
                 other => Err(unexpected(&other)),
@@ -490,17 +541,16 @@ impl StorageClient {
     }
 
     /// One check of [`StorageClient::wait_up`]: `Some` once link `link` is
-    /// up, the client is fenced, or `deadline` has passed; `None` to keep
-    /// waiting.
+    /// up, the client is fenced or closed, the link does not exist, or
+    /// `deadline` has passed; `None` to keep waiting.
     fn up_or_given_up(&self, link: usize, deadline: Instant) -> Option<Result<(), ClientError>> {
         if self.is_fenced() {
-            Some(Err(ClientError::Fenced))
-        } else if self.live(link).is_ok() {
-            Some(Ok(()))
-        } else if Instant::now() >= deadline {
-            Some(Err(ClientError::Unavailable { link }))
-        } else {
-            None
+            return Some(Err(ClientError::Fenced));
+        }
+        match self.live(link) {
+            Ok(_) => Some(Ok(())),
+            Err(ClientError::Unavailable { .. }) if Instant::now() < deadline => None,
+            Err(e) => Some(Err(e)),
         }
     }
 
@@ -515,8 +565,11 @@ impl StorageClient {
     ) -> Result<(), ClientError> {
         let live = self.live(link)?;
         let frame = encode_frame(&Request { id: 0, body }, &[]);
-        let work = async {
-            let (mut send, mut recv) = live
+        let missed = || ClientError::DeadlineExceeded {
+            after_ms: self.shared.config.request_timeout_ms,
+        };
+        let start = async {
+            let (mut send, recv) = live
                 .conn
                 .open_bi()
                 .await
@@ -525,39 +578,43 @@ impl StorageClient {
                 .await
                 .map_err(|e| link::write_error(&self.shared, e))?;
             let _ = send.finish();
-            let buffer = self.shared.bulk_buffers.lock().pop().unwrap_or_default();
-            let mut decoder =
-                FrameDecoder::trusting_with_buffer(self.shared.max_frame_bytes, buffer);
-            let result = loop {
-                let chunk = match recv.read_chunk(4 << 20, true).await {
-                    Ok(Some(chunk)) => chunk,
-                    Ok(None) => {
+            Ok::<_, ClientError>(recv)
+        };
+        let mut recv = tokio::time::timeout(self.timeout(), start)
+            .await
+            .map_err(|_| missed())??;
+        let buffer = self.shared.bulk_buffers.lock().pop().unwrap_or_default();
+        let mut decoder =
+            FrameDecoder::trusting_with_buffer(self.shared.response_limit_bytes, buffer);
+        // The deadline bounds each wait for more bytes, not the whole
+        // transfer: an export of a large key log may take longer than one
+        // request's deadline while bytes keep arriving.
+        let result = loop {
+            let chunk =
+                match tokio::time::timeout(self.timeout(), recv.read_chunk(4 << 20, true)).await {
+                    Err(_) => break Err(missed()),
+                    Ok(Ok(Some(chunk))) => chunk,
+                    Ok(Ok(None)) => {
                         let reason = match decoder.finish() {
                             Err(e) => e.to_string(),
                             Ok(()) => "bulk stream ended before its last frame".into(),
                         };
                         break Err(ClientError::Protocol(reason));
                     }
-                    Err(e) => break Err(link::read_error(&self.shared, e)),
+                    Ok(Err(e)) => break Err(link::read_error(&self.shared, e)),
                 };
-                if let Err(e) = decoder.push(&chunk.bytes) {
-                    break Err(ClientError::Protocol(e.to_string()));
-                }
-                if let Some(done) = deliver_frames(&mut decoder, &mut on_frame) {
-                    break done;
-                }
-            };
-            let mut pool = self.shared.bulk_buffers.lock();
-            if pool.len() < BULK_BUFFERS_KEPT {
-                pool.push(decoder.into_buffer());
+            if let Err(e) = decoder.push(&chunk.bytes) {
+                break Err(ClientError::Protocol(e.to_string()));
             }
-            result
+            if let Some(done) = deliver_frames(&mut decoder, &mut on_frame) {
+                break done;
+            }
         };
-        tokio::time::timeout(self.timeout(), work)
-            .await
-            .unwrap_or(Err(ClientError::DeadlineExceeded {
-                after_ms: self.shared.config.request_timeout_ms,
-            }))
+        let mut pool = self.shared.bulk_buffers.lock();
+        if pool.len() < BULK_BUFFERS_KEPT {
+            pool.push(decoder.into_buffer());
+        }
+        result
     }
 
     /// Reads up to `max_len` bytes of `partition`'s value log from `offset`
@@ -587,18 +644,6 @@ impl StorageClient {
         out.ok_or_else(|| ClientError::Protocol("range read without a range".into()))
     }
 
-    /// Like [`StorageClient::read_range`], blocking the thread (not for use
-    /// inside an async task).
-    pub fn read_range_blocking(
-        &self,
-        partition: usize,
-        offset: u64,
-        max_len: usize,
-    ) -> Result<(Bytes, u64), ClientError> {
-        self.runtime
-            .block_on(self.read_range(partition, offset, max_len))
-    }
-
     /// Streams `partition`'s key log from `from_seq` on: `on_chunk` receives
     /// runs of whole, checksummed key-log frames. Returns the key-log end
     /// the export caught up with.
@@ -624,11 +669,6 @@ impl StorageClient {
         })
         .await?;
         Ok(end_seen)
-    }
-
-    /// The storage node's partition figures (convenience over `stats`).
-    pub fn partition_reports(&self) -> Result<Vec<PartitionReport>, ClientError> {
-        Ok(self.stats()?.wait_blocking()?.partitions)
     }
 
     /// Closes every connection; waiting requests fail with
