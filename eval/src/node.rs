@@ -6,13 +6,12 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
-use storage_node::server::{Server, ServerConfig};
-use storage_node::{Durability, EngineConfig, IoEngineKind, StorageEngine};
+use storage_node::server::{self, ServerConfig};
+use storage_node::{Durability, EngineConfig, IoEngineKind};
 
 /// The line the child prints once it serves.
 const READY: &str = "SPLITKV-STORAGE-LISTENING ";
@@ -47,32 +46,30 @@ pub fn serve(args: NodeArgs) -> Result<()> {
     config.partitions = args.partitions;
     config.durability = args.durability;
     config.io_engine = args.io_engine;
-    let engine = Arc::new(StorageEngine::open(config)?);
     let identity = NodeIdentity::load(&args.certs)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let server = Server::bind(
-            Arc::clone(&engine),
-            &identity,
-            &ServerConfig {
-                listen: args.listen,
-                transport: TransportSettings::default(),
-            },
-        )?;
-        println!("{READY}{} {}", server.local_addr()?, engine.io_engine());
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        server
-            .run(async move {
-                let _ = term.recv().await;
-            })
-            .await;
-        anyhow::Ok(())
-    })?;
-    engine.close()?;
-    Ok(())
+    let mut signal_error = None;
+    server::serve_blocking(
+        config,
+        &identity,
+        &ServerConfig {
+            listen: args.listen,
+            transport: TransportSettings::default(),
+        },
+        Some(2),
+        |addr, engine| println!("{READY}{addr} {}", engine.io_engine()),
+        async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut term) => {
+                    let _ = term.recv().await;
+                }
+                Err(e) => signal_error = Some(e),
+            }
+        },
+    )?;
+    match signal_error {
+        Some(e) => Err(e).context("listening for SIGTERM"),
+        None => Ok(()),
+    }
 }
 
 /// A storage node running as a child process.
@@ -184,7 +181,11 @@ impl OwnCluster {
     pub fn start(keep: Option<&Path>, partitions: usize) -> Result<Self> {
         let temp = tempfile::Builder::new().prefix("splitkv-eval").tempdir()?;
         let certs = temp.path().join("certs");
-        splitkv_common::certs::generate_cluster(&certs, &["localhost", "127.0.0.1"], false)?;
+        splitkv_common::certs::generate_cluster(
+            &certs,
+            &splitkv_common::certs::DEFAULT_STORAGE_NAMES,
+            false,
+        )?;
         let data_dir = match keep {
             Some(dir) => dir.to_path_buf(),
             None => temp.path().join("data"),

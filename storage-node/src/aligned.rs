@@ -19,13 +19,15 @@ pub fn align_down(n: u64) -> u64 {
     n - n % DIRECT_ALIGN as u64
 }
 
-/// A zero-initialised byte buffer whose start address and capacity are
-/// multiples of [`DIRECT_ALIGN`], so any aligned sub-range of it can be the
-/// target or source of an O_DIRECT transfer.
+/// A byte buffer whose start address and capacity are multiples of
+/// [`DIRECT_ALIGN`], so any aligned sub-range of it can be the target or
+/// source of an O_DIRECT transfer.
 ///
 /// `len` (what `Deref` exposes) may be shorter than the aligned capacity;
-/// the bytes past `len` up to the capacity exist and are zero unless written
-/// through [`AlignedBuf::spare_aligned_mut`].
+/// the bytes past `len` up to the capacity exist and are initialised, but
+/// hold whatever was last written there: zeros in a fresh buffer, possibly
+/// stale bytes in one reused from a [`BufferPool`]. An empty buffer has
+/// capacity 0 and allocates nothing.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
@@ -38,12 +40,21 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    /// Allocates `len` zeroed bytes with capacity rounded up to the alignment.
+    /// Allocates `len` zeroed bytes with capacity rounded up to the alignment
+    /// (nothing at all for `len == 0`).
     ///
     /// # Panics
     /// If the allocation fails (like `Vec`).
     pub fn zeroed(len: usize) -> Self {
-        let capacity = len.next_multiple_of(DIRECT_ALIGN).max(DIRECT_ALIGN);
+        let capacity = len.next_multiple_of(DIRECT_ALIGN);
+        if capacity == 0 {
+            return Self {
+                // An aligned, dangling pointer: valid for slices of length 0.
+                ptr: NonNull::<[u8; DIRECT_ALIGN]>::dangling().cast(),
+                len: 0,
+                capacity: 0,
+            };
+        }
         let layout = Self::layout(capacity);
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
@@ -65,13 +76,10 @@ impl AlignedBuf {
     /// The whole aligned capacity, for an O_DIRECT read that may run past
     /// `len` to the next block boundary.
     pub fn spare_aligned_mut(&mut self) -> &mut [u8] {
-        // SAFETY: the allocation is `capacity` bytes, initialised (zeroed).
+        // SAFETY: the allocation is `capacity` bytes, initialised (zeroed
+        // when allocated); with capacity 0 the pointer is dangling but
+        // aligned and non-null, which an empty slice allows.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.capacity) }
-    }
-
-    /// Shortens the visible length; the capacity is unchanged.
-    pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
     }
 
     /// Sets the visible length to `len`, at most the capacity. Bytes that
@@ -104,7 +112,14 @@ impl BufferPool {
 
     /// A buffer of `len` bytes whose contents are unspecified (stale bytes
     /// of an earlier use, or zeros): the caller overwrites what it exposes.
+    /// `take(0)` allocates nothing and leaves the pool's buffers in it.
     pub fn take(self: &std::sync::Arc<Self>, len: usize) -> PooledBuf {
+        if len == 0 {
+            return PooledBuf {
+                buf: Some(AlignedBuf::zeroed(0)),
+                pool: std::sync::Arc::clone(self),
+            };
+        }
         let reused = {
             let mut free = self
                 .free
@@ -123,6 +138,9 @@ impl BufferPool {
     }
 
     fn give_back(&self, buf: AlignedBuf) {
+        if buf.capacity() == 0 {
+            return;
+        }
         let mut free = self
             .free
             .lock()
@@ -192,6 +210,9 @@ impl AsRef<[u8]> for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.capacity == 0 {
+            return;
+        }
         // SAFETY: allocated in `zeroed` with this layout.
         unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.capacity)) }
     }
@@ -219,8 +240,25 @@ mod tests {
         assert!(buf.iter().all(|&b| b == 0));
         buf[4999] = 7;
         assert_eq!(buf.spare_aligned_mut()[4999], 7);
-        buf.truncate(10);
-        assert_eq!(buf.len(), 10);
+    }
+
+    #[test]
+    fn empty_buffers_allocate_nothing_and_skip_the_pool() {
+        let mut empty = AlignedBuf::zeroed(0);
+        assert_eq!((empty.len(), empty.capacity()), (0, 0));
+        assert!(empty.spare_aligned_mut().is_empty());
+        let pool = BufferPool::new(2);
+        let big = pool.take(10_000);
+        let addr = big.as_ptr() as usize;
+        drop(big);
+        let none = pool.take(0);
+        assert_eq!(
+            none.capacity(),
+            0,
+            "take(0) does not hand out a pooled buffer"
+        );
+        drop(none);
+        assert_eq!(pool.take(10_000).as_ptr() as usize, addr);
     }
 
     #[test]

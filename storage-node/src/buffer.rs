@@ -14,6 +14,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::aligned::align_up;
 use crate::disk::{Disk, DiskFile, FileKind, Mapping};
 
 /// Size of the header page in front of the data area.
@@ -77,8 +78,8 @@ pub struct WriteBuffer {
 impl WriteBuffer {
     /// Opens (or creates, preallocated) the buffer file at `path` with a data
     /// area of `capacity` bytes. A new or unrecognised header is
-    /// initialised as free; returns the buffer and whether it was new.
-    pub fn open(disk: &dyn Disk, path: &Path, capacity: usize) -> io::Result<(Self, bool)> {
+    /// initialised as free.
+    pub fn open(disk: &dyn Disk, path: &Path, capacity: usize) -> io::Result<Self> {
         let file = disk.open(path, FileKind::Mapped, true)?;
         let total = HEADER_BYTES + capacity;
         file.allocate(0, total as u64)?;
@@ -88,8 +89,7 @@ impl WriteBuffer {
             map,
             capacity,
         };
-        let fresh = buffer.read_u64(0) != MAGIC;
-        if fresh {
+        if buffer.read_u64(0) != MAGIC {
             buffer.write_header(Header {
                 state: BufferState::Free,
                 base: 0,
@@ -97,7 +97,7 @@ impl WriteBuffer {
             });
             buffer.write_u64(0, MAGIC);
         }
-        Ok((buffer, fresh))
+        Ok(buffer)
     }
 
     /// Capacity of the data area in bytes.
@@ -157,6 +157,26 @@ impl WriteBuffer {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(HEADER_BYTES + offset), len) }
     }
 
+    /// The records below `fill` padded with zeros to the next 4 KiB
+    /// boundary, as the value log receives them: zeroes the data bytes
+    /// `[fill, align_up(fill))` (a reused buffer holds stale bytes there)
+    /// and returns `[0, align_up(fill))`. Sealing, the flusher and recovery
+    /// all write a buffer out through this, so stale bytes never reach the
+    /// value log below the committed end.
+    ///
+    /// # Safety
+    /// No one else may access the padding bytes concurrently, and no one may
+    /// write the bytes below `fill` while the returned slice lives.
+    pub unsafe fn padded_records(&self, fill: u64) -> &[u8] {
+        let fill = (fill as usize).min(self.capacity);
+        let padded = (align_up(fill as u64) as usize).min(self.capacity);
+        // SAFETY: the padding is the caller's alone (the contract above).
+        unsafe { self.data_mut(fill, padded - fill) }.fill(0);
+        // SAFETY: no one writes below `fill` (the contract above), and the
+        // padding was written just above, through a reference now gone.
+        unsafe { self.data(0, padded) }
+    }
+
     /// Makes the header page durable (msync).
     pub fn sync_header(&self) -> io::Result<()> {
         self.map.flush(0, HEADER_BYTES)
@@ -183,5 +203,36 @@ impl WriteBuffer {
         // SAFETY: as in read_u64; an aligned 8-byte store is never torn by
         // the death of the process.
         unsafe { std::ptr::write_volatile(self.map.as_ptr().add(at).cast::<u64>(), value.to_le()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk::OsDisk;
+    use crate::uring::IoEngineKind;
+
+    #[test]
+    fn padded_records_zero_the_stale_tail_of_the_last_block() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk = OsDisk::new(IoEngineKind::Psync);
+        let buffer = WriteBuffer::open(&disk, &dir.path().join("buffer"), 16 << 10).expect("open");
+        // An earlier cycle of the buffer left bytes everywhere.
+        // SAFETY: the test is the buffer's only user.
+        unsafe { buffer.data_mut(0, 16 << 10) }.fill(0xAA);
+
+        // SAFETY: as above.
+        let padded = unsafe { buffer.padded_records(100) };
+        assert_eq!(padded.len(), 4096);
+        assert!(padded[..100].iter().all(|&b| b == 0xAA), "records kept");
+        assert!(padded[100..].iter().all(|&b| b == 0), "padding zeroed");
+        // SAFETY: as above.
+        let after = unsafe { buffer.data(4096, 4096) };
+        assert!(after.iter().all(|&b| b == 0xAA), "nothing past the block");
+
+        // SAFETY: as above.
+        assert_eq!(unsafe { buffer.padded_records(8192) }.len(), 8192);
+        // SAFETY: as above.
+        assert!(unsafe { buffer.padded_records(0) }.is_empty());
     }
 }

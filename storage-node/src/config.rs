@@ -12,9 +12,12 @@ pub enum Durability {
     #[default]
     Mmap,
     /// Acknowledged writes are on the device: the write buffer and key log
-    /// are msynced before the acknowledgement (concurrent writers share one
-    /// sync), the value log is fdatasynced before a buffer is reused, and
-    /// directories are fsynced when files are created.
+    /// are msynced before the acknowledgement, the value log is fdatasynced
+    /// before a buffer is reused, and directories are fsynced when files
+    /// are created. Writers of one partition that wait at the same time
+    /// (threads calling the engine) share one round of msyncs; through the
+    /// server, one connection's writes are synced one after another, since
+    /// it awaits each before handling its next request.
     Sync,
 }
 

@@ -20,7 +20,7 @@ use crate::uring::{IoEngine, IoEngineKind};
 pub enum FileKind {
     /// Opened with O_DIRECT (the value log): every read and write must use
     /// offsets, lengths and memory addresses aligned to
-    /// [`DIRECT_ALIGN`](crate::aligned::DIRECT_ALIGN). Writes go through the
+    /// [`DIRECT_ALIGN`]. Writes go through the
     /// disk's I/O engine (io_uring or pwrite).
     Direct,
     /// Accessed through memory mappings (write buffers, key log).
@@ -52,7 +52,9 @@ pub trait DiskFile: Send + Sync {
     /// `buf.len()` only at the end of the file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Writes all of `buf` at `offset`. Returns once the write has completed
-    /// (for a direct file: the bytes have left the page cache for the device).
+    /// (for a direct file: the bytes went from `buf` to the device without
+    /// passing through the page cache, but the device may still hold them
+    /// in a volatile cache: they are durable after [`DiskFile::sync_data`]).
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Reserves disk space for `[offset, offset + len)`, extending the file
     /// if needed, so that later stores into a mapping of that range cannot

@@ -111,8 +111,12 @@ pub struct EngineStats {
 /// A SplitKV data directory opened for reading and writing.
 ///
 /// Thread-safe: every method takes `&self`. Writes to one partition are
-/// serialised by its lock; different partitions share nothing but the
-/// sequence counter.
+/// serialised by its lock. Different partitions do not share a lock on the
+/// write path, but they do share the global sequence counter, the writer
+/// epoch, the poison state (one partition's failed flush or sync refuses
+/// writes to all), the pool of range-read buffers, and the disk's I/O
+/// engine (one io_uring thread carries every partition's O_DIRECT
+/// writes).
 pub struct StorageEngine {
     shared: Arc<Shared>,
     partitions: Vec<Arc<Partition>>,

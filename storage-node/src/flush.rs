@@ -1,13 +1,19 @@
 //! Moving data from the write buffers to the disk: the flusher thread of a
 //! partition (sealed buffer → value log) and, in sync mode, the group
-//! commit that makes acknowledged writes durable with one msync shared by
-//! every writer waiting at the time.
+//! commit that makes acknowledged writes durable.
+//!
+//! The group commit shares one round of msyncs among the writers of a
+//! partition that wait for durability at the same time, which takes
+//! several threads calling the engine at once. One server connection does
+//! not give that: it awaits each write that has to wait (every write in
+//! sync mode) before handling the next request, so its writes are synced
+//! one by one; only writes of different connections (or threads) share a
+//! sync.
 
 use std::sync::atomic::Ordering;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::aligned::align_up;
 use crate::buffer::BufferState;
 use crate::config::Durability;
 use crate::error::{Result, StorageError};
@@ -49,10 +55,10 @@ impl Partition {
                 }
             };
             let buffer = &self.buffers[slot];
-            let padded = align_up(fill) as usize;
-            // SAFETY: a sealed buffer is written by no one until it is freed
-            // below.
-            let data = unsafe { buffer.data(0, padded) };
+            // SAFETY: a sealed buffer is written by no one but this thread
+            // until it is freed below.
+            let data = unsafe { buffer.padded_records(fill) };
+            let padded = data.len();
             let result = self
                 .ensure_vlog_allocated(base + padded as u64)
                 .and_then(|()| self.vlog.write_at(data, base))
@@ -97,7 +103,7 @@ impl Partition {
     pub(crate) fn begin_close(&self) {
         let mut st = self.state.lock();
         st.closing = true;
-        if let Some(active) = st.active {
+        if let Some(active) = st.active() {
             self.seal(&mut st, active);
         }
         self.flush_wanted.notify_all();

@@ -101,9 +101,8 @@ pub(crate) struct Scratch {
 }
 
 /// A record too large for a buffer, written in an aligned region of its own.
+/// The batch's large puts, in order, pair up with these in order.
 struct LargeWrite {
-    /// Index of its operation in the batch.
-    op: usize,
     /// Its region of the value log (aligned).
     region: Range<u64>,
     seq: u64,
@@ -111,8 +110,8 @@ struct LargeWrite {
 
 /// State guarded by the partition lock.
 pub(crate) struct State {
+    /// At most one slot is `Filling`: the active buffer.
     pub(crate) slots: [Slot; 2],
-    pub(crate) active: Option<usize>,
     /// Where the next buffer or large record starts when no buffer is active.
     pub(crate) next_base: u64,
     /// Regions of large records whose writes are under way.
@@ -130,7 +129,6 @@ impl State {
             .collect();
         Self {
             slots,
-            active: None,
             next_base,
             large_in_flight: Vec::new(),
             keylog,
@@ -140,12 +138,22 @@ impl State {
         }
     }
 
+    /// The active buffer: the one slot that is `Filling`, if any.
+    pub(crate) fn active(&self) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|slot| matches!(slot, Slot::Filling { .. }))
+    }
+
     /// End of the record area: the active buffer's fill, or `next_base`.
     pub(crate) fn tail(&self) -> u64 {
-        match self.active.map(|a| self.slots[a]) {
-            Some(Slot::Filling { base, fill, .. }) => base + fill,
-            _ => self.next_base,
-        }
+        self.slots
+            .iter()
+            .find_map(|slot| match *slot {
+                Slot::Filling { base, fill, .. } => Some(base + fill),
+                _ => None,
+            })
+            .unwrap_or(self.next_base)
     }
 
     /// Every byte below this belongs to a complete record or padding.
@@ -289,45 +297,16 @@ impl Partition {
     ) -> Result<u64> {
         scratch.frame.begin();
         scratch.large.clear();
-        let mut max_seq = 0;
-        for (i, op) in ops.iter().enumerate() {
-            let (kind, value_offset, value_len) = match *op {
-                WriteOp::Put { key, value } => {
-                    let len = record::value_record_len(key.len(), value.len());
-                    let (offset, seq) = if len <= self.capacity() {
-                        self.copy_into_buffer(st, key, value, wait)?
-                    } else {
-                        let region = self.reserve_large(st, len);
-                        let seq = self.shared.next_seq();
-                        let offset = region.start;
-                        scratch.large.push(LargeWrite { op: i, region, seq });
-                        (offset, seq)
-                    };
-                    acks[i] = WriteAck { seq, offset };
-                    (EntryKind::Put, offset, value.len() as u32)
-                }
-                WriteOp::Delete { .. } => {
-                    acks[i] = WriteAck {
-                        seq: self.shared.next_seq(),
-                        offset: 0,
-                    };
-                    (EntryKind::Delete, 0, 0)
-                }
-            };
-            max_seq = max_seq.max(acks[i].seq);
-            scratch.frame.push(&KeyEntry {
-                kind,
-                seq: acks[i].seq,
-                value_offset,
-                value_len,
-                key: op.key(),
-            });
-        }
+        let max_seq = match self.stage(st, ops, acks, wait, scratch) {
+            Ok(max_seq) => max_seq,
+            Err(e) => {
+                abandon_large(st, &scratch.large);
+                return Err(e);
+            }
+        };
         if !scratch.large.is_empty() {
             let written = MutexGuard::unlocked(st, || self.write_large(ops, &scratch.large));
-            for large in &scratch.large {
-                st.large_in_flight.retain(|r| *r != large.region);
-            }
+            release_large(st, &scratch.large);
             written?;
         }
         // The lock may have been released while waiting for a buffer or a
@@ -357,6 +336,55 @@ impl Partition {
             }
         }
         Ok(end)
+    }
+
+    /// Places every op of the batch under the lock: small records are copied
+    /// into the active buffer, large ones get a region (written later, in
+    /// `scratch.large`), and every entry goes into the frame being built.
+    /// Returns the highest sequence number handed out.
+    fn stage(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        ops: &[WriteOp<'_>],
+        acks: &mut [WriteAck],
+        wait: bool,
+        scratch: &mut Scratch,
+    ) -> Result<u64> {
+        let mut max_seq = 0;
+        for (i, op) in ops.iter().enumerate() {
+            let (kind, value_offset, value_len) = match *op {
+                WriteOp::Put { key, value } => {
+                    let (offset, seq) = if self.is_large(op) {
+                        let len = record::value_record_len(key.len(), value.len());
+                        let region = self.reserve_large(st, len);
+                        let seq = self.shared.next_seq();
+                        let offset = region.start;
+                        scratch.large.push(LargeWrite { region, seq });
+                        (offset, seq)
+                    } else {
+                        self.copy_into_buffer(st, key, value, wait)?
+                    };
+                    acks[i] = WriteAck { seq, offset };
+                    (EntryKind::Put, offset, value.len() as u32)
+                }
+                WriteOp::Delete { .. } => {
+                    acks[i] = WriteAck {
+                        seq: self.shared.next_seq(),
+                        offset: 0,
+                    };
+                    (EntryKind::Delete, 0, 0)
+                }
+            };
+            max_seq = max_seq.max(acks[i].seq);
+            scratch.frame.push(&KeyEntry {
+                kind,
+                seq: acks[i].seq,
+                value_offset,
+                value_len,
+                key: op.key(),
+            });
+        }
+        Ok(max_seq)
     }
 
     fn validate(&self, ops: &[WriteOp<'_>]) -> Result<()> {
@@ -444,7 +472,7 @@ impl Partition {
         wait: bool,
     ) -> Result<(usize, usize)> {
         loop {
-            if let Some(active) = st.active {
+            if let Some(active) = st.active() {
                 if let Slot::Filling { fill, .. } = st.slots[active]
                     && fill as usize + len <= self.capacity()
                 {
@@ -464,7 +492,6 @@ impl Partition {
                     fill: 0,
                     synced: 0,
                 };
-                st.active = Some(free);
                 continue;
             }
             self.shared.check_writable()?;
@@ -484,9 +511,6 @@ impl Partition {
         let Slot::Filling { base, fill, synced } = st.slots[slot] else {
             return;
         };
-        if st.active == Some(slot) {
-            st.active = None;
-        }
         let buffer = &self.buffers[slot];
         if fill == 0 {
             buffer.set_state(BufferState::Free);
@@ -494,9 +518,9 @@ impl Partition {
             st.next_base = base;
             return;
         }
-        let padded = align_up(fill);
-        // SAFETY: the padding lies past the fill, which no one else touches.
-        unsafe { buffer.data_mut(fill as usize, (padded - fill) as usize) }.fill(0);
+        // SAFETY: the padding lies past the fill, which no one but the lock
+        // holder touches; the returned slice is dropped at once.
+        let padded = unsafe { buffer.padded_records(fill) }.len() as u64;
         buffer.set_state(BufferState::Sealed);
         st.slots[slot] = Slot::Sealed { base, fill, synced };
         st.next_base = base + padded;
@@ -506,7 +530,7 @@ impl Partition {
 
     /// Reserves an aligned region for a record too large for a buffer.
     fn reserve_large(&self, st: &mut State, len: usize) -> Range<u64> {
-        if let Some(active) = st.active {
+        if let Some(active) = st.active() {
             self.seal(st, active);
         }
         let region = st.next_base..st.next_base + align_up(len as u64);
@@ -518,11 +542,12 @@ impl Partition {
     /// Writes the large records of a batch, each in its own aligned write
     /// (then fdatasync in sync mode). Runs without the partition lock.
     fn write_large(&self, ops: &[WriteOp<'_>], large: &[LargeWrite]) -> Result<()> {
-        for write in large {
+        let large_puts = ops.iter().filter_map(|op| match *op {
+            WriteOp::Put { key, value } if self.is_large(op) => Some((key, value)),
+            _ => None,
+        });
+        for ((key, value), write) in large_puts.zip(large) {
             let (offset, seq) = (write.region.start, write.seq);
-            let WriteOp::Put { key, value } = ops[write.op] else {
-                continue;
-            };
             let len = record::value_record_len(key.len(), value.len());
             let mut buf = AlignedBuf::zeroed(len);
             record::encode_value_record(&mut buf, seq, key, value);
@@ -552,5 +577,90 @@ impl Partition {
             self.counters.large_writes.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
+    }
+}
+
+/// Gives up the regions an unfinished batch reserved and will never write,
+/// so that they no longer hold the committed end below them. A region that
+/// nothing was placed after is handed back to the next reservation; one
+/// followed by other data stays a hole no key-log frame points at.
+fn abandon_large(st: &mut State, large: &[LargeWrite]) {
+    for write in large.iter().rev() {
+        if st.active().is_none() && st.next_base == write.region.end {
+            st.next_base = write.region.start;
+        }
+    }
+    release_large(st, large);
+}
+
+/// Forgets the regions of `large` as in flight (written or abandoned).
+fn release_large(st: &mut State, large: &[LargeWrite]) {
+    if !large.is_empty() {
+        st.large_in_flight
+            .retain(|r| !large.iter().any(|l| l.region == *r));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk::OsDisk;
+    use crate::uring::IoEngineKind;
+
+    fn state() -> (tempfile::TempDir, State) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk = OsDisk::new(IoEngineKind::Psync);
+        let (keylog, _) =
+            KeyLog::open(&disk, &dir.path().join("key.log"), 1 << 20).expect("key log");
+        (dir, State::new(keylog, [Slot::Free, Slot::Free], 8192))
+    }
+
+    /// What a batch leaves when an op fails after two large puts reserved
+    /// their regions.
+    fn reserve(st: &mut State) -> Vec<LargeWrite> {
+        let large = vec![
+            LargeWrite {
+                region: 8192..16384,
+                seq: 1,
+            },
+            LargeWrite {
+                region: 16384..32768,
+                seq: 2,
+            },
+        ];
+        for write in &large {
+            st.large_in_flight.push(write.region.clone());
+        }
+        st.next_base = 32768;
+        large
+    }
+
+    #[test]
+    fn abandoned_large_regions_are_handed_back() {
+        let (_dir, mut st) = state();
+        let large = reserve(&mut st);
+        assert_eq!(st.committed_end(), 8192);
+        abandon_large(&mut st, &large);
+        assert!(st.large_in_flight.is_empty());
+        assert_eq!(st.next_base, 8192, "nothing followed them: reused");
+        assert_eq!(st.active(), None);
+    }
+
+    #[test]
+    fn abandoned_large_regions_stop_holding_back_the_committed_end() {
+        let (_dir, mut st) = state();
+        let large = reserve(&mut st);
+        // Another op of the batch opened a buffer after them.
+        st.slots[1] = Slot::Filling {
+            base: 32768,
+            fill: 100,
+            synced: 0,
+        };
+        assert_eq!(st.committed_end(), 8192);
+        abandon_large(&mut st, &large);
+        assert!(st.large_in_flight.is_empty());
+        assert_eq!(st.next_base, 32768);
+        assert_eq!(st.active(), Some(1));
+        assert_eq!(st.committed_end(), 32868);
     }
 }

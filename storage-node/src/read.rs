@@ -15,8 +15,9 @@ use crate::error::{Result, StorageError};
 use crate::keylog::BadPosition;
 use crate::partition::{Partition, State};
 
-/// Largest range one [`read_range`](crate::StorageEngine::read_range) call returns.
-pub const MAX_RANGE_BYTES: usize = 16 << 20;
+/// Largest range one [`read_range`](crate::StorageEngine::read_range) call
+/// returns: the protocol's limit.
+pub use splitkv_common::limits::MAX_RANGE_BYTES;
 
 /// A verified value-log record, in an aligned buffer straight from the disk
 /// or a write buffer.
@@ -104,26 +105,23 @@ impl Partition {
         let Some(end) = offset.checked_add(len as u64).filter(|&e| e < u64::MAX / 2) else {
             return Err(corrupt(RecordError::Malformed("location out of range")));
         };
-        let from_buffer = {
+        // Allocated before the lock: under it only a memcpy happens.
+        let aligned = align_down(offset);
+        let start = (offset - aligned) as usize;
+        let mut buf = AlignedBuf::zeroed((align_up(end) - aligned) as usize);
+        let in_buffer = {
             let st = self.state.lock();
-            self.copy_from_buffers(&st, offset..end)
+            self.copy_from_buffers(&st, offset..end, &mut buf[start..start + len])
         };
-        let (buf, start) = match from_buffer {
-            Some(buf) => (buf, 0),
-            None => {
-                let aligned = align_down(offset);
-                let mut buf = AlignedBuf::zeroed((align_up(end) - aligned) as usize);
-                let got = self.read_vlog(&mut buf, aligned)?;
-                let start = (offset - aligned) as usize;
-                if got < start + len {
-                    return Err(corrupt(RecordError::Truncated {
-                        needed: len,
-                        available: got.saturating_sub(start),
-                    }));
-                }
-                (buf, start)
+        if !in_buffer {
+            let got = self.read_vlog(&mut buf, aligned)?;
+            if got < start + len {
+                return Err(corrupt(RecordError::Truncated {
+                    needed: len,
+                    available: got.saturating_sub(start),
+                }));
             }
-        };
+        }
         let bytes = &buf[start..start + len];
         let decoded = record::decode_value_record(bytes).map_err(corrupt)?;
         if decoded.encoded_len() != len {
@@ -134,25 +132,25 @@ impl Partition {
         Ok(RecordBytes { buf, start, len })
     }
 
-    /// Copies `range` out of a write buffer if one holds all of it.
-    fn copy_from_buffers(&self, st: &State, range: Range<u64>) -> Option<AlignedBuf> {
+    /// Copies `range` out of a write buffer into `dst` if one holds all of
+    /// it; returns whether one did.
+    fn copy_from_buffers(&self, st: &State, range: Range<u64>, dst: &mut [u8]) -> bool {
         for (slot, state) in st.slots.iter().enumerate() {
             let Some(held) = state.unflushed() else {
                 continue;
             };
             if range.start >= held.start && range.end <= held.end {
-                let len = (range.end - range.start) as usize;
-                let mut buf = AlignedBuf::zeroed(len);
                 // SAFETY: bytes below the fill are never written again while
                 // the buffer is unflushed, and we hold the lock that keeps it
                 // from being reused.
-                let src =
-                    unsafe { self.buffers[slot].data((range.start - held.start) as usize, len) };
-                buf.copy_from_slice(src);
-                return Some(buf);
+                let src = unsafe {
+                    self.buffers[slot].data((range.start - held.start) as usize, dst.len())
+                };
+                dst.copy_from_slice(src);
+                return true;
             }
         }
-        None
+        false
     }
 
     fn read_vlog(&self, buf: &mut AlignedBuf, offset: u64) -> Result<usize> {
@@ -176,23 +174,29 @@ impl Partition {
             });
         }
         let aligned_start = align_down(offset);
-        let (mut buf, end, committed_end, covered) = {
+        // The range is settled by one look under the lock; if it is not
+        // empty, its buffer is taken without the lock, which is then taken
+        // again only to copy what the write buffers still hold. The bytes
+        // below the committed end seen here do not change in between (the
+        // committed end only grows, and a buffer is freed only after its
+        // bytes reached the value log).
+        let committed_end = self.state.lock().committed_end();
+        if offset >= committed_end {
+            return Ok(RangeRead {
+                buf: self.shared.range_buffers.take(0),
+                start: 0,
+                len: 0,
+                committed_end,
+            });
+        }
+        let end = committed_end.min(offset + max_len as u64);
+        let aligned_end = align_up(end);
+        let mut buf = self
+            .shared
+            .range_buffers
+            .take((aligned_end - aligned_start) as usize);
+        let covered = {
             let st = self.state.lock();
-            let committed_end = st.committed_end();
-            if offset >= committed_end {
-                return Ok(RangeRead {
-                    buf: self.shared.range_buffers.take(0),
-                    start: 0,
-                    len: 0,
-                    committed_end,
-                });
-            }
-            let end = committed_end.min(offset + max_len as u64);
-            let aligned_end = align_up(end);
-            let mut buf = self
-                .shared
-                .range_buffers
-                .take((aligned_end - aligned_start) as usize);
             let mut covered: [Option<Range<u64>>; 2] = [None, None];
             for (slot, state) in st.slots.iter().enumerate() {
                 let Some(held) = state.unflushed() else {
@@ -218,13 +222,13 @@ impl Partition {
                 }
                 covered[slot] = Some(held.start..align_up(held.end));
             }
-            (buf, end, committed_end, covered)
+            covered
         };
         for gap in gaps(aligned_start..align_up(end), &covered) {
             let at = (gap.start - aligned_start) as usize;
             let len = (gap.end - gap.start) as usize;
             let target = &mut buf.spare_aligned_mut()[at..at + len];
-            self.vlog.read_at(target, gap.start).map_err(|e| {
+            let got = self.vlog.read_at(target, gap.start).map_err(|e| {
                 StorageError::io(
                     format!(
                         "reading the value log of partition {} at {}",
@@ -233,6 +237,19 @@ impl Partition {
                     e,
                 )
             })?;
+            // Everything below the committed end has been written, so the
+            // file holds at least the bytes up to `end`.
+            let needed = (gap.end.min(end) - gap.start) as usize;
+            if got < needed {
+                return Err(StorageError::Corrupt {
+                    partition: self.id,
+                    offset: gap.start,
+                    source: RecordError::Truncated {
+                        needed,
+                        available: got,
+                    },
+                });
+            }
         }
         let start = (offset - aligned_start) as usize;
         let len = (end - offset) as usize;

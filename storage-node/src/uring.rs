@@ -1,9 +1,11 @@
 //! The engine that carries O_DIRECT writes to the value log: one io_uring
 //! owned by a ring thread, or plain `pwrite` where io_uring is refused.
 //!
-//! Callers block until their write completes. Many callers (one flusher per
-//! partition) may wait at once, so the ring sees a deep queue and submits
-//! their writes with one system call.
+//! Callers block until their write completes. Each write costs its caller
+//! a `write` to the ring thread's eventfd; the ring thread then submits every
+//! request queued by then with one `io_uring_enter`, so when many callers
+//! (one flusher per partition, large writes) wait at once the ring sees a
+//! deep queue and the submissions, not the wake-ups, are batched.
 
 use std::fmt;
 use std::io;
@@ -240,6 +242,8 @@ struct RingThread {
     free: Vec<usize>,
     in_flight: usize,
     closing: bool,
+    /// Completions drained from the ring, reused across rounds.
+    completions: Vec<(u64, i32)>,
 }
 
 impl RingThread {
@@ -254,6 +258,7 @@ impl RingThread {
             free: Vec::new(),
             in_flight: 0,
             closing: false,
+            completions: Vec::new(),
         }
     }
 
@@ -272,12 +277,13 @@ impl RingThread {
                     return;
                 }
             }
-            let completions: Vec<(u64, i32)> = self
-                .ring
-                .completion()
-                .map(|cqe| (cqe.user_data(), cqe.result()))
-                .collect();
-            for (token, result) in completions {
+            let mut completions = std::mem::take(&mut self.completions);
+            completions.extend(
+                self.ring
+                    .completion()
+                    .map(|cqe| (cqe.user_data(), cqe.result())),
+            );
+            for (token, result) in completions.drain(..) {
                 if token == WAKE_TOKEN {
                     self.wake_armed = false;
                     self.take_requests();
@@ -288,6 +294,7 @@ impl RingThread {
                     self.complete(token as usize, result);
                 }
             }
+            self.completions = completions;
         }
     }
 

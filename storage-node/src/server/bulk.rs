@@ -8,9 +8,9 @@ use bytes::{Bytes, BytesMut};
 use splitkv_common::frame::FrameDecoder;
 use splitkv_common::message::{self, RequestBody, Response, ResponseBody, WireError};
 
-use super::Shared;
 use super::control::{close_for_violation, next_frame};
 use super::convert::wire_error;
+use super::{Shared, encode_response};
 
 /// Key-log bytes per export chunk.
 const EXPORT_CHUNK_BYTES: usize = 1 << 20;
@@ -64,7 +64,11 @@ async fn serve_stream(
                         blob,
                     ]
                 }
-                Err(e) => vec![error_frame(id, wire_error(e))],
+                Err(e) => vec![encode_response(
+                    &mut BytesMut::new(),
+                    id,
+                    Err(wire_error(e)),
+                )],
             };
             let _ = send.write_all_chunks(&mut chunks).await;
         }
@@ -73,6 +77,7 @@ async fn serve_stream(
             from_seq,
         } => {
             let mut position = 0;
+            let mut scratch = BytesMut::new();
             loop {
                 let engine = Arc::clone(&engine);
                 let chunk = tokio::task::spawn_blocking(move || {
@@ -100,8 +105,12 @@ async fn serve_stream(
                                 done,
                             }),
                         };
-                        let frame = message::encode(&mut BytesMut::new(), &response, &frames);
-                        if send.write_all(&frame).await.is_err() {
+                        // The frames go out as they are, after the head.
+                        let mut chunks = [
+                            message::encode_head(&mut scratch, &response, frames.len()),
+                            Bytes::from(frames),
+                        ];
+                        if send.write_all_chunks(&mut chunks).await.is_err() {
                             return Ok(());
                         }
                         if done {
@@ -110,7 +119,8 @@ async fn serve_stream(
                         position = progress.next;
                     }
                     Err(e) => {
-                        let _ = send.write_all(&error_frame(id, wire_error(e))).await;
+                        let frame = encode_response(&mut scratch, id, Err(wire_error(e)));
+                        let _ = send.write_all(&frame).await;
                         break;
                     }
                 }
@@ -119,15 +129,14 @@ async fn serve_stream(
         _ => {
             let reason =
                 "only range reads and key-log exports travel on their own streams".to_string();
-            let _ = send
-                .write_all(&error_frame(id, WireError::BadRequest { reason }))
-                .await;
+            let frame = encode_response(
+                &mut BytesMut::new(),
+                id,
+                Err(WireError::BadRequest { reason }),
+            );
+            let _ = send.write_all(&frame).await;
         }
     }
     let _ = send.finish();
     Ok(())
-}
-
-fn error_frame(id: u64, err: WireError) -> Bytes {
-    message::encode(&mut BytesMut::new(), &Response { id, body: Err(err) }, &[])
 }

@@ -21,7 +21,7 @@ use splitkv_common::message::{
 use tokio::sync::mpsc;
 
 use super::convert::{stats_report, wire_error};
-use super::{Shared, bulk};
+use super::{Shared, bulk, encode_response};
 use crate::{StorageError, WriteOp};
 
 /// Send priority of control streams; bulk streams keep quinn's default 0.
@@ -80,27 +80,13 @@ async fn serve_streams(
     let mut scratch = BytesMut::with_capacity(64 << 10);
     let session = match handshake(shared, &hello).await {
         Ok((session, welcome)) => {
-            let frame = message::encode(
-                &mut scratch,
-                &Response {
-                    id: request.id,
-                    body: Ok(welcome),
-                },
-                &[],
-            );
+            let frame = encode_response(&mut scratch, request.id, Ok(welcome));
             send.write_all(&frame).await.map_err(|e| e.to_string())?;
             session
         }
         Err(refusal) => {
             tracing::info!("refused a Hello: {refusal}");
-            let frame = message::encode(
-                &mut scratch,
-                &Response {
-                    id: request.id,
-                    body: Err(refusal),
-                },
-                &[],
-            );
+            let frame = encode_response(&mut scratch, request.id, Err(refusal));
             let _ = send.write_all(&frame).await;
             let _ = send.finish();
             let _ = tokio::time::timeout(Duration::from_secs(1), send.stopped()).await;
@@ -264,10 +250,6 @@ impl Answer {
     }
 }
 
-fn respond(scratch: &mut BytesMut, id: u64, body: Result<ResponseBody, WireError>) -> Bytes {
-    message::encode(scratch, &Response { id, body }, &[])
-}
-
 /// Handles one request: answers go to `out` (ready now) or, for work done
 /// on a blocking thread, to `done` when finished.
 async fn handle(
@@ -283,10 +265,13 @@ async fn handle(
     match request.body {
         RequestBody::Put { .. } | RequestBody::PutMany { .. } | RequestBody::Delete { .. } => {
             let body = match perform_write(shared, session, &request.body, &frame.blob, false) {
+                Ok(body) => body,
                 Err(Blocked) => {
+                    // Rare (a full buffer, a large record, sync durability):
+                    // the blocking thread takes the frame and decodes it
+                    // again, which costs far less than the wait.
                     drop(request);
                     let shared = Arc::clone(shared);
-                    let frame = frame.clone();
                     tokio::task::spawn_blocking(move || {
                         let request = message::decode_request(&frame).map_err(|e| e.to_string())?;
                         perform_write(&shared, session, &request.body, &frame.blob, true).map_err(
@@ -296,9 +281,8 @@ async fn handle(
                     .await
                     .map_err(|e| e.to_string())??
                 }
-                Ok(body) => body,
             };
-            out.push(respond(scratch, id, body));
+            out.push(encode_response(scratch, id, body));
         }
         RequestBody::Get {
             partition,
@@ -321,7 +305,7 @@ async fn handle(
                         Answer { head, blob }
                     }
                     Err(e) => Answer {
-                        head: respond(&mut BytesMut::new(), id, Err(wire_error(e))),
+                        head: encode_response(&mut BytesMut::new(), id, Err(wire_error(e))),
                         blob: Bytes::new(),
                     },
                 };
@@ -336,7 +320,7 @@ async fn handle(
                     .sync()
                     .map(|()| ResponseBody::Synced)
                     .map_err(wire_error);
-                let head = respond(&mut BytesMut::new(), id, body);
+                let head = encode_response(&mut BytesMut::new(), id, body);
                 let _ = done.send(Answer {
                     head,
                     blob: Bytes::new(),
@@ -348,13 +332,23 @@ async fn handle(
                 shared.engine.stats(),
                 shared.connections.load(Ordering::Relaxed),
             );
-            out.push(respond(scratch, id, Ok(ResponseBody::Stats(report))));
+            out.push(encode_response(
+                scratch,
+                id,
+                Ok(ResponseBody::Stats(report)),
+            ));
         }
-        RequestBody::Ping => out.push(respond(scratch, id, Ok(ResponseBody::Pong))),
-        RequestBody::Hello(_) => out.push(respond(scratch, id, Err(WireError::HelloRequired))),
+        RequestBody::Ping => out.push(encode_response(scratch, id, Ok(ResponseBody::Pong))),
+        RequestBody::Hello(_) => {
+            out.push(encode_response(scratch, id, Err(WireError::HelloRequired)))
+        }
         RequestBody::ReadRange { .. } | RequestBody::ExportKeyLog { .. } => {
             let reason = "bulk requests travel on a stream of their own".to_string();
-            out.push(respond(scratch, id, Err(WireError::BadRequest { reason })));
+            out.push(encode_response(
+                scratch,
+                id,
+                Err(WireError::BadRequest { reason }),
+            ));
         }
     }
     Ok(())

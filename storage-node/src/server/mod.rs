@@ -11,16 +11,18 @@ mod bulk;
 mod control;
 mod convert;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use splitkv_common::message::{self, close_code};
+use bytes::{Bytes, BytesMut};
+use splitkv_common::message::{self, Response, ResponseBody, WireError, close_code};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 
-use crate::StorageEngine;
+use crate::{EngineConfig, StorageEngine, StorageError};
 
 /// How the server listens.
 #[derive(Debug, Clone)]
@@ -112,6 +114,81 @@ pub enum ServerError {
     /// The UDP socket could not be bound.
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, std::io::Error),
+}
+
+/// Why [`serve_blocking`] stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The storage engine could not be opened.
+    #[error(transparent)]
+    Open(StorageError),
+    /// The async runtime could not be started.
+    #[error("starting the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The server could not start.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// The address of the bound socket could not be read.
+    #[error("reading the listening address")]
+    LocalAddr(#[source] std::io::Error),
+    /// Closing the engine, which flushes every write buffer, failed.
+    #[error("flushing on shutdown")]
+    Close(#[source] StorageError),
+}
+
+/// Runs a storage node on the calling thread until `shutdown` completes:
+/// opens the engine of `engine_config`, starts a multi-threaded async
+/// runtime (`worker_threads` workers, or tokio's default of one per CPU),
+/// binds the server of `server_config`, calls `on_listening` with the
+/// address it listens on and the engine, serves, and finally closes the
+/// engine, which flushes every write buffer. Logs each of these steps.
+///
+/// `shutdown` is first polled inside the runtime, so it may register
+/// signal handlers there.
+pub fn serve_blocking(
+    engine_config: EngineConfig,
+    identity: &NodeIdentity,
+    server_config: &ServerConfig,
+    worker_threads: Option<usize>,
+    on_listening: impl FnOnce(SocketAddr, &StorageEngine),
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let durability = engine_config.durability;
+    let engine = Arc::new(StorageEngine::open(engine_config).map_err(ServeError::Open)?);
+    tracing::info!(
+        io_engine = %engine.io_engine(),
+        durability = %durability,
+        partitions = engine.partition_count(),
+        "storage engine ready"
+    );
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all().thread_name("storage-node");
+    if let Some(workers) = worker_threads {
+        runtime.worker_threads(workers);
+    }
+    let runtime = runtime.build().map_err(ServeError::Runtime)?;
+    runtime.block_on(async {
+        let server = Server::bind(Arc::clone(&engine), identity, server_config)?;
+        let listen = server.local_addr().map_err(ServeError::LocalAddr)?;
+        tracing::info!(%listen, io_engine = %engine.io_engine(), "storage node serving");
+        on_listening(listen, &engine);
+        server.run(shutdown).await;
+        Ok::<(), ServeError>(())
+    })?;
+    tracing::info!("shutting down: flushing write buffers");
+    engine.close().map_err(ServeError::Close)?;
+    tracing::info!("storage node stopped cleanly");
+    Ok(())
+}
+
+/// Encodes a response without a blob into one frame, reusing `scratch`'s
+/// capacity.
+pub(crate) fn encode_response(
+    scratch: &mut BytesMut,
+    id: u64,
+    body: Result<ResponseBody, WireError>,
+) -> Bytes {
+    message::encode(scratch, &Response { id, body }, &[])
 }
 
 /// TLS alert `certificate_required` (116), as a QUIC crypto error code.

@@ -12,8 +12,8 @@ use clap::{Args, Parser, Subcommand};
 use splitkv_common::certs::{self, DEFAULT_STORAGE_NAMES};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
-use storage_node::server::{Server, ServerConfig};
-use storage_node::{Durability, EngineConfig, IoEngineKind, Limits, StorageEngine};
+use storage_node::server::{self, ServerConfig};
+use storage_node::{Durability, EngineConfig, IoEngineKind, Limits};
 
 /// The SplitKV storage node.
 #[derive(Parser)]
@@ -156,20 +156,6 @@ fn serve(args: ServeArgs) -> Result<()> {
             args.certs.display()
         )
     })?;
-    let engine = Arc::new(StorageEngine::open(
-        args.engine.config(args.data_dir.clone()),
-    )?);
-    tracing::info!(
-        io_engine = %engine.io_engine(),
-        durability = %args.engine.durability,
-        partitions = engine.partition_count(),
-        "storage engine ready"
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("storage-node")
-        .build()
-        .context("starting the async runtime")?;
     let transport = TransportSettings {
         max_udp_payload_bytes: args.max_udp_payload,
         ..TransportSettings::default()
@@ -178,15 +164,14 @@ fn serve(args: ServeArgs) -> Result<()> {
         listen: args.listen,
         transport,
     };
-    runtime.block_on(async {
-        let server = Server::bind(Arc::clone(&engine), &identity, &config)?;
-        tracing::info!(listen = %server.local_addr()?, io_engine = %engine.io_engine(), "storage node serving");
-        server.run(shutdown_signal()).await;
-        anyhow::Ok(())
-    })?;
-    tracing::info!("shutting down: flushing write buffers");
-    engine.close().context("flushing on shutdown")?;
-    tracing::info!("storage node stopped cleanly");
+    server::serve_blocking(
+        args.engine.config(args.data_dir.clone()),
+        &identity,
+        &config,
+        None,
+        |_, _| {},
+        shutdown_signal(),
+    )?;
     Ok(())
 }
 
