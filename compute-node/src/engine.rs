@@ -4,16 +4,16 @@
 //! reads from its windows or the storage node, and writes through the
 //! storage node, updating the index from each acknowledgement.
 //!
-//! Every method comes in a blocking form (for plain threads) and an async
-//! form (for tasks on the engine's runtime, see [`Engine::handle`]); the
-//! blocking forms must not be called from inside an async task.
+//! Reads and writes come as blocking methods (for plain threads; not to be
+//! called from inside an async task) and async ones (for tasks on any tokio
+//! runtime; the RESP server uses the engine's own, [`Engine::handle`]).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use splitkv_common::client::{ClientConfig, ClientError, StorageClient};
+use splitkv_common::client::{ClientConfig, StorageClient, Welcome};
 
 use crate::config::EngineConfig;
 use crate::error::{EngineError, Result};
@@ -48,8 +48,6 @@ pub struct EngineStats {
     pub fenced: bool,
     /// What the index holds and its memory use.
     pub index: IndexStats,
-    /// Index memory per live key.
-    pub index_bytes_per_key: f64,
     /// Puts acknowledged.
     pub puts: u64,
     /// Deletes acknowledged.
@@ -71,6 +69,15 @@ pub struct EngineStats {
 }
 
 impl EngineStats {
+    /// Index memory per live key (0 without keys).
+    pub fn index_bytes_per_key(&self) -> f64 {
+        if self.index.live_keys == 0 {
+            0.0
+        } else {
+            self.index.memory_bytes as f64 / self.index.live_keys as f64
+        }
+    }
+
     /// Hits as a share of reads (1 when there were none).
     pub fn hit_ratio(&self) -> f64 {
         let reads = self.hits + self.misses;
@@ -214,7 +221,8 @@ impl Engine {
         })
     }
 
-    /// The engine's runtime, on which the async methods run.
+    /// The engine's runtime: its connections, window fetches and key-log
+    /// pulls run there, and tasks that call the async methods may too.
     pub fn handle(&self) -> &tokio::runtime::Handle {
         &self.inner.handle
     }
@@ -240,11 +248,6 @@ impl Engine {
             links_up: (0..self.partitions()).filter(|&l| client.is_up(l)).count(),
             epoch: client.epoch(),
             fenced: client.is_fenced(),
-            index_bytes_per_key: if index.live_keys == 0 {
-                0.0
-            } else {
-                index.memory_bytes as f64 / index.live_keys as f64
-            },
             index,
             puts: c.puts.load(Ordering::Relaxed),
             deletes: c.deletes.load(Ordering::Relaxed),
@@ -280,7 +283,10 @@ impl Drop for Engine {
     }
 }
 
-async fn connect_inner(config: EngineConfig, handle: tokio::runtime::Handle) -> Result<Arc<Inner>> {
+async fn connect_inner(
+    mut config: EngineConfig,
+    handle: tokio::runtime::Handle,
+) -> Result<Arc<Inner>> {
     let me: Arc<OnceLock<Weak<Inner>>> = Arc::new(OnceLock::new());
     let mut client_config = ClientConfig::new(config.storage.clone(), Arc::clone(&config.identity));
     client_config.writer = config.writer;
@@ -297,9 +303,10 @@ async fn connect_inner(config: EngineConfig, handle: tokio::runtime::Handle) -> 
     }));
     let client = StorageClient::connect(client_config).await?;
     let partitions = client.partitions();
+    adopt_node_limits(&mut config, client.welcome());
     let inner = Arc::new(Inner {
         windows: (0..partitions)
-            .map(|_| PartitionWindows::new(config.window_bytes, 0))
+            .map(|_| PartitionWindows::new(config.window_bytes))
             .collect(),
         acked_seq: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         config,
@@ -323,6 +330,39 @@ async fn connect_inner(config: EngineConfig, handle: tokio::runtime::Handle) -> 
     Ok(inner)
 }
 
-pub(crate) fn storage_error(e: ClientError) -> EngineError {
-    EngineError::Storage(e)
+/// Lowers the engine's limits to what the storage node accepts (a write
+/// over the node's limits would be refused there anyway; here it gets the
+/// engine's clear error without a round trip), and windows to the longest
+/// range the protocol reads.
+fn adopt_node_limits(config: &mut EngineConfig, welcome: &Welcome) {
+    let mut window_bytes = config.window_bytes as usize;
+    let limits = [
+        (
+            "max_key_bytes",
+            &mut config.max_key_bytes,
+            welcome.max_key_bytes,
+        ),
+        (
+            "max_value_bytes",
+            &mut config.max_value_bytes,
+            welcome.max_value_bytes,
+        ),
+        (
+            "window_bytes",
+            &mut window_bytes,
+            splitkv_common::limits::MAX_RANGE_BYTES,
+        ),
+    ];
+    for (name, ours, limit) in limits {
+        if *ours > limit {
+            tracing::info!(
+                name,
+                configured = *ours,
+                limit,
+                "lowered to the storage node's limit"
+            );
+            *ours = limit;
+        }
+    }
+    config.window_bytes = window_bytes as u64;
 }

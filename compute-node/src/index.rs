@@ -7,6 +7,7 @@
 //! shards, each behind its own lock, so that many threads update it at once.
 
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hashbrown::HashMap;
 use parking_lot::RwLock;
@@ -118,6 +119,9 @@ pub struct IndexStats {
 pub struct Index {
     shards: Vec<RwLock<HashMap<IndexKey, Location>>>,
     hasher: hashbrown::DefaultHashBuilder,
+    /// Entries that are live keys, kept as entries change (so counting
+    /// them does not walk the index).
+    live_keys: AtomicU64,
 }
 
 impl Default for Index {
@@ -132,12 +136,13 @@ impl Index {
         Self {
             shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
             hasher: hashbrown::DefaultHashBuilder::default(),
+            live_keys: AtomicU64::new(0),
         }
     }
 
     fn shard(&self, key: &[u8]) -> &RwLock<HashMap<IndexKey, Location>> {
-        // Mixed before taking the shard, so that the shard number is not
-        // correlated with the hash bits the table itself uses.
+        // The shard is chosen from the top bits of a hash of its own (the
+        // shard's table hashes the key again with its own seed).
         let hash = self
             .hasher
             .hash_one(key)
@@ -154,17 +159,20 @@ impl Index {
     /// Returns true if the index changed.
     pub fn apply(&self, key: &[u8], location: Location) -> bool {
         let mut shard = self.shard(key).write();
-        match shard.get_mut(key) {
-            Some(existing) if existing.seq >= location.seq => false,
-            Some(existing) => {
-                *existing = location;
-                true
-            }
+        let was_live = match shard.get_mut(key) {
+            Some(existing) if existing.seq >= location.seq => return false,
+            Some(existing) => !std::mem::replace(existing, location).is_tombstone(),
             None => {
                 shard.insert(IndexKey::new(key), location);
-                true
+                false
             }
-        }
+        };
+        match (was_live, location.is_tombstone()) {
+            (false, false) => self.live_keys.fetch_add(1, Ordering::Relaxed),
+            (true, true) => self.live_keys.fetch_sub(1, Ordering::Relaxed),
+            _ => 0,
+        };
+        true
     }
 
     /// Drops every tombstone. Only safe once no older version of a deleted
@@ -199,9 +207,9 @@ impl Index {
         stats
     }
 
-    /// Live keys (not tombstones).
+    /// Live keys (not tombstones), without walking the index.
     pub fn live_keys(&self) -> u64 {
-        self.stats().live_keys
+        self.live_keys.load(Ordering::Relaxed)
     }
 }
 
@@ -233,8 +241,31 @@ mod tests {
             "a delete is not undone by an older put"
         );
         assert!(index.get(b"k").expect("entry").is_tombstone());
+        assert_eq!(index.live_keys(), 0, "a deleted key is not counted");
         assert!(index.apply(b"k", put(9, 40)));
         assert_eq!(index.get(b"k"), Some(put(9, 40)));
+        assert_eq!(index.live_keys(), 1);
+    }
+
+    #[test]
+    fn the_live_key_count_follows_every_change() {
+        let index = Index::new();
+        let changes: [(&[u8], Location); 7] = [
+            (b"a", put(1, 0)),
+            (b"b", put(2, 0)),
+            (b"a", put(3, 0)),
+            (b"b", Location::tombstone(4, 0)),
+            (b"c", Location::tombstone(5, 0)),
+            (b"b", Location::tombstone(6, 0)),
+            (b"c", put(7, 0)),
+        ];
+        for (key, location) in changes {
+            index.apply(key, location);
+            assert_eq!(index.live_keys(), index.stats().live_keys);
+        }
+        assert_eq!(index.live_keys(), 2);
+        index.drop_tombstones();
+        assert_eq!(index.live_keys(), 2);
     }
 
     #[test]

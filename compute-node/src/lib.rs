@@ -6,12 +6,13 @@
 pub mod config;
 mod engine;
 pub mod error;
-pub mod index;
+mod index;
 mod ops;
 mod rebuild;
 pub mod resp;
-pub mod window;
+mod window;
 
 pub use config::EngineConfig;
 pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
+pub use index::IndexStats;

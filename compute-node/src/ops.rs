@@ -16,7 +16,7 @@ use splitkv_common::client::{Call, ClientError};
 use splitkv_common::message::WriteAck;
 use splitkv_common::record::{self, VALUE_HEADER_BYTES};
 
-use crate::engine::{Engine, Inner, storage_error};
+use crate::engine::{Engine, Inner};
 use crate::error::{EngineError, Result};
 use crate::index::Location;
 use crate::window::Lookup;
@@ -49,6 +49,11 @@ fn corrupt(key: &[u8], location: &Location, reason: String) -> EngineError {
     }
 }
 
+/// The value of a record read on its own, checked like a window's.
+fn value_of(key: &[u8], location: &Location, bytes: &Bytes) -> Result<Bytes> {
+    verify(key, location, bytes).map_err(|reason| corrupt(key, location, reason))
+}
+
 /// What the windows gave for one read.
 enum FromWindows {
     /// The value, from a window (a hit).
@@ -76,6 +81,26 @@ impl Inner {
         self.counters.puts.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records the acknowledgements of a batch put, one per item in order.
+    fn record_put_many(
+        &self,
+        link: usize,
+        items: &[(&[u8], &[u8])],
+        acks: Vec<WriteAck>,
+    ) -> Result<()> {
+        if acks.len() != items.len() {
+            return Err(EngineError::Storage(ClientError::Protocol(format!(
+                "{} acknowledgements for a batch of {} puts",
+                acks.len(),
+                items.len()
+            ))));
+        }
+        for ((key, value), ack) in items.iter().zip(acks) {
+            self.record_put(link, key, value.len(), ack);
+        }
+        Ok(())
+    }
+
     fn record_delete(&self, link: usize, key: &[u8], ack: WriteAck) {
         self.index
             .apply(key, Location::tombstone(ack.seq, link as u16));
@@ -83,12 +108,22 @@ impl Inner {
         self.counters.deletes.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn check_pairs(&self, items: &[(&[u8], &[u8])]) -> Result<()> {
-        for (key, value) in items {
-            self.check_key(key)?;
+    /// Checks a write's key (and value) against the limits and returns the
+    /// link it goes through.
+    fn prepare_write(&self, link: usize, key: &[u8], value: Option<&[u8]>) -> Result<usize> {
+        self.check_key(key)?;
+        if let Some(value) = value {
             self.check_value(value)?;
         }
-        Ok(())
+        Ok(link % self.partitions())
+    }
+
+    /// Like [`Inner::prepare_write`], for every pair of a batch.
+    fn prepare_batch(&self, link: usize, items: &[(&[u8], &[u8])]) -> Result<usize> {
+        for (key, value) in items {
+            self.prepare_write(link, key, Some(value))?;
+        }
+        Ok(link % self.partitions())
     }
 
     /// Where a live key's newest record is, counting the read.
@@ -157,7 +192,7 @@ impl Inner {
                 location.offset,
                 location.len as usize,
             )
-            .map_err(storage_error)
+            .map_err(EngineError::from)
     }
 }
 
@@ -205,9 +240,7 @@ impl Engine {
     /// `link`); one caller's writes on one link take effect in order.
     pub fn put_on(&self, link: usize, key: &[u8], value: &[u8]) -> Result<()> {
         let inner = &self.inner;
-        inner.check_key(key)?;
-        inner.check_value(value)?;
-        let link = link % inner.partitions();
+        let link = inner.prepare_write(link, key, Some(value))?;
         let ack =
             submit_blocking(inner, link, || inner.client.put(link, key, value))?.wait_blocking()?;
         inner.record_put(link, key, value.len(), ack);
@@ -217,9 +250,7 @@ impl Engine {
     /// Async form of [`Engine::put_on`].
     pub async fn put_async(&self, link: usize, key: &[u8], value: &[u8]) -> Result<()> {
         let inner = &self.inner;
-        inner.check_key(key)?;
-        inner.check_value(value)?;
-        let link = link % inner.partitions();
+        let link = inner.prepare_write(link, key, Some(value))?;
         let ack = submit_async(inner, link, || inner.client.put(link, key, value))
             .await?
             .wait()
@@ -237,29 +268,21 @@ impl Engine {
     /// Like [`Engine::put_many`], through connection `link`.
     pub fn put_many_on(&self, link: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
         let inner = &self.inner;
-        inner.check_pairs(items)?;
-        let link = link % inner.partitions();
+        let link = inner.prepare_batch(link, items)?;
         let acks =
             submit_blocking(inner, link, || inner.client.put_many(link, items))?.wait_blocking()?;
-        for ((key, value), ack) in items.iter().zip(acks) {
-            inner.record_put(link, key, value.len(), ack);
-        }
-        Ok(())
+        inner.record_put_many(link, items, acks)
     }
 
     /// Async form of [`Engine::put_many_on`].
     pub async fn put_many_async(&self, link: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
         let inner = &self.inner;
-        inner.check_pairs(items)?;
-        let link = link % inner.partitions();
+        let link = inner.prepare_batch(link, items)?;
         let acks = submit_async(inner, link, || inner.client.put_many(link, items))
             .await?
             .wait()
             .await?;
-        for ((key, value), ack) in items.iter().zip(acks) {
-            inner.record_put(link, key, value.len(), ack);
-        }
-        Ok(())
+        inner.record_put_many(link, items, acks)
     }
 
     /// Deletes `key` through the calling thread's connection. Returns
@@ -271,9 +294,8 @@ impl Engine {
     /// Like [`Engine::delete`], through connection `link`.
     pub fn delete_on(&self, link: usize, key: &[u8]) -> Result<bool> {
         let inner = &self.inner;
-        inner.check_key(key)?;
-        let link = link % inner.partitions();
-        let existed = inner.index.get(key).is_some_and(|l| !l.is_tombstone());
+        let link = inner.prepare_write(link, key, None)?;
+        let existed = self.contains(key);
         let ack =
             submit_blocking(inner, link, || inner.client.delete(link, key))?.wait_blocking()?;
         inner.record_delete(link, key, ack);
@@ -283,9 +305,8 @@ impl Engine {
     /// Async form of [`Engine::delete_on`].
     pub async fn delete_async(&self, link: usize, key: &[u8]) -> Result<bool> {
         let inner = &self.inner;
-        inner.check_key(key)?;
-        let link = link % inner.partitions();
-        let existed = inner.index.get(key).is_some_and(|l| !l.is_tombstone());
+        let link = inner.prepare_write(link, key, None)?;
+        let existed = self.contains(key);
         let ack = submit_async(inner, link, || inner.client.delete(link, key))
             .await?
             .wait()
@@ -316,9 +337,7 @@ impl Engine {
             FromWindows::Miss => {}
         }
         let bytes = inner.point_read(&location)?.wait_blocking()?;
-        verify(key, &location, &bytes)
-            .map(Some)
-            .map_err(|reason| corrupt(key, &location, reason))
+        value_of(key, &location, &bytes).map(Some)
     }
 
     /// Async form of [`Engine::get`].
@@ -340,73 +359,80 @@ impl Engine {
             FromWindows::Miss => {}
         }
         let bytes = inner.point_read(&location)?.wait().await?;
-        verify(key, &location, &bytes)
-            .map(Some)
-            .map_err(|reason| corrupt(key, &location, reason))
+        value_of(key, &location, &bytes).map(Some)
     }
 
-    /// The values of `keys`, in order. Records not in a window are requested
-    /// together, so the batch costs one round trip.
+    /// The values of `keys`, in order; the first error fails the batch.
+    /// Records not in a window are requested together, so the batch costs
+    /// one round trip.
     pub fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
-        let pending = self.start_get_many(keys)?;
-        let mut out = Vec::with_capacity(keys.len());
-        for (key, slot) in keys.iter().zip(pending) {
-            out.push(match slot {
-                Pending::Done(value) => value,
+        let mut values = Vec::with_capacity(keys.len());
+        for (key, slot) in keys.iter().zip(self.start_get_many(keys)) {
+            values.push(match slot {
+                Pending::Done(done) => done?,
                 Pending::Remote(location, call) => {
-                    let bytes = call.wait_blocking()?;
-                    Some(
-                        verify(key, &location, &bytes)
-                            .map_err(|reason| corrupt(key, &location, reason))?,
-                    )
+                    Some(value_of(key, &location, &call.wait_blocking()?)?)
                 }
             });
         }
-        Ok(out)
+        Ok(values)
     }
 
     /// Async form of [`Engine::get_many`].
     pub async fn get_many_async(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
-        let pending = self.start_get_many(keys)?;
-        let mut out = Vec::with_capacity(keys.len());
-        for (key, slot) in keys.iter().zip(pending) {
-            out.push(match slot {
-                Pending::Done(value) => value,
-                Pending::Remote(location, call) => {
-                    let bytes = call.wait().await?;
-                    Some(
-                        verify(key, &location, &bytes)
-                            .map_err(|reason| corrupt(key, &location, reason))?,
-                    )
-                }
+        self.get_each_async(keys).await.into_iter().collect()
+    }
+
+    /// Like [`Engine::get_many_async`], with an outcome per key: one key's
+    /// failure (a bad key, a record that fails its checks) fails only that
+    /// key.
+    pub async fn get_each_async(&self, keys: &[&[u8]]) -> Vec<Result<Option<Bytes>>> {
+        let mut values = Vec::with_capacity(keys.len());
+        for (key, slot) in keys.iter().zip(self.start_get_many(keys)) {
+            values.push(match slot {
+                Pending::Done(done) => done,
+                Pending::Remote(location, call) => match call.wait().await {
+                    Ok(bytes) => value_of(key, &location, &bytes).map(Some),
+                    Err(e) => Err(e.into()),
+                },
             });
         }
-        Ok(out)
+        values
     }
 
     /// Serves what the windows hold and sends point reads for the rest
     /// (windows that are loading are not waited for: a batch takes one round
     /// trip).
-    fn start_get_many(&self, keys: &[&[u8]]) -> Result<Vec<Pending>> {
+    fn start_get_many(&self, keys: &[&[u8]]) -> Vec<Pending> {
         let inner = &self.inner;
         let mut pending = Vec::with_capacity(keys.len());
         for key in keys {
-            let Some(location) = inner.resolve(key)? else {
-                pending.push(Pending::Done(None));
-                continue;
+            let location = match inner.resolve(key) {
+                Ok(Some(location)) => location,
+                Ok(None) => {
+                    pending.push(Pending::Done(Ok(None)));
+                    continue;
+                }
+                Err(e) => {
+                    pending.push(Pending::Done(Err(e)));
+                    continue;
+                }
             };
-            if let FromWindows::Value(value) = inner.from_windows(key, &location) {
-                pending.push(Pending::Done(Some(value)));
-                continue;
-            }
-            pending.push(Pending::Remote(location, inner.point_read(&location)?));
+            pending.push(match inner.from_windows(key, &location) {
+                FromWindows::Value(value) => Pending::Done(Ok(Some(value))),
+                _ => match inner.point_read(&location) {
+                    Ok(call) => Pending::Remote(location, call),
+                    Err(e) => Pending::Done(Err(e)),
+                },
+            });
         }
-        Ok(pending)
+        pending
     }
 }
 
+/// One key of a batch read: answered, or waiting for its point read.
 enum Pending {
-    Done(Option<Bytes>),
+    Done(Result<Option<Bytes>>),
     Remote(Location, Call<Bytes>),
 }
 
@@ -427,9 +453,7 @@ impl Engine {
     /// it waits for it first. Finish with [`Engine::finish_put`].
     pub async fn start_put(&self, link: usize, key: Bytes, value: &[u8]) -> Result<PendingPut> {
         let inner = &self.inner;
-        inner.check_key(&key)?;
-        inner.check_value(value)?;
-        let link = link % inner.partitions();
+        let link = inner.prepare_write(link, &key, Some(value))?;
         let call = submit_async(inner, link, || inner.client.put(link, &key, value)).await?;
         Ok(PendingPut {
             link,

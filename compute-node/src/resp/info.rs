@@ -44,7 +44,7 @@ pub fn render(engine: &Engine, extra: &str) -> String {
         stats.index.live_keys,
         stats.index.tombstones,
         stats.index.memory_bytes,
-        stats.index_bytes_per_key,
+        stats.index_bytes_per_key(),
         stats.gets,
         stats.hits,
         stats.misses,

@@ -3,23 +3,28 @@
 //! SplitKV.
 //!
 //! Each client connection reads what has arrived, parses every complete
-//! command, carries the batch out in order ([`commands`]), and writes all the
+//! command, carries the batch out in order, and writes all the
 //! replies with one write. It reads no more until the replies are written,
 //! so a client that pipelines faster than it reads is slowed by its own
-//! socket rather than buffered without end; replies are flushed early when
-//! they pile up. Malformed input gets an error reply and the connection is
-//! closed; unknown commands and wrong arity get an error reply and the
-//! connection goes on.
+//! socket rather than buffered without end; replies are written early, in
+//! the middle of a batch, once 1 MiB of them is waiting. What
+//! one client can make the server hold is bounded: one command's arguments
+//! by the frame limit (smaller before a required AUTH), a batch by 1024
+//! commands, and values being read by runs of 64 keys.
+//! Malformed input gets an error reply and the connection is closed;
+//! unknown commands and wrong arity get an error reply and the connection
+//! goes on.
 
-pub mod commands;
+mod commands;
 mod info;
-pub mod parser;
-pub mod reply;
+mod parser;
+mod reply;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use splitkv_common::message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -27,12 +32,17 @@ use crate::Engine;
 use commands::{Flow, Session};
 use parser::{ParseLimits, RequestParser};
 
-/// Replies are written as soon as this many bytes are waiting.
-const FLUSH_BYTES: usize = 1 << 20;
 /// Commands carried out per batch at most.
 const MAX_BATCH: usize = 1024;
 /// Most arguments of one command (MSET/MGET/DEL of many keys).
 const MAX_ARGS: usize = 1 << 20;
+/// What a client may send before it has given a required password (as
+/// Redis: enough for AUTH, too little to make the server hold much).
+const UNAUTHENTICATED_LIMITS: ParseLimits = ParseLimits {
+    max_args: 10,
+    max_arg_bytes: 16 << 10,
+    max_command_bytes: 64 << 10,
+};
 
 /// How the server listens.
 #[derive(Debug, Clone)]
@@ -95,18 +105,21 @@ async fn serve_client(
         authenticated: config.requirepass.is_none(),
         info: &info,
     };
-    let limits = engine
-        .inner
-        .config
-        .max_value_bytes
-        .max(engine.inner.config.max_key_bytes)
-        + 1024;
-    let mut parser = RequestParser::new(ParseLimits {
+    let config = &engine.inner.config;
+    let limits = ParseLimits {
         max_args: MAX_ARGS,
-        max_arg_bytes: limits,
+        max_arg_bytes: config.max_value_bytes.max(config.max_key_bytes),
+        // An MSET travels to the storage node as one frame.
+        max_command_bytes: message::max_frame_bytes(config.max_key_bytes, config.max_value_bytes),
+    };
+    let mut parser = RequestParser::new(if session.authenticated {
+        limits
+    } else {
+        UNAUTHENTICATED_LIMITS
     });
     let mut input = BytesMut::with_capacity(16 << 10);
     let mut out = BytesMut::with_capacity(16 << 10);
+    let mut batch = Vec::with_capacity(64);
     loop {
         let wanted = parser.wanted().max(16 << 10);
         if input.capacity() - input.len() < wanted {
@@ -116,7 +129,7 @@ async fn serve_client(
             return Ok(());
         }
         loop {
-            let mut batch = Vec::new();
+            batch.clear();
             let mut broken = None;
             while batch.len() < MAX_BATCH {
                 match parser.next(&mut input) {
@@ -129,7 +142,11 @@ async fn serve_client(
                 }
             }
             let more = batch.len() == MAX_BATCH;
-            let flow = session.run(batch, &mut out).await;
+            let was_authenticated = session.authenticated;
+            let flow = session.run(&batch, &mut out, &mut writer).await?;
+            if session.authenticated && !was_authenticated {
+                parser.set_limits(limits);
+            }
             if let Some(e) = broken {
                 reply::error(&mut out, &format!("ERR {e}"));
                 writer.write_all(&out).await?;
@@ -140,7 +157,7 @@ async fn serve_client(
                 writer.write_all(&out).await?;
                 return Ok(());
             }
-            if out.len() >= FLUSH_BYTES || !more {
+            if out.len() >= commands::FLUSH_BYTES || !more {
                 writer.write_all(&out).await?;
                 out.clear();
             }

@@ -20,6 +20,10 @@ pub struct ParseLimits {
     pub max_args: usize,
     /// Longest argument (a value plus headroom).
     pub max_arg_bytes: usize,
+    /// Most bytes of arguments in one command, all together: a command is
+    /// held whole before it runs, so this bounds what one client's command
+    /// can make the server hold.
+    pub max_command_bytes: usize,
 }
 
 /// The client sent something that is not RESP; the connection cannot stay
@@ -35,6 +39,9 @@ pub enum ProtocolError {
     /// An argument longer than allowed.
     #[error("Protocol error: invalid bulk length")]
     ArgTooLong,
+    /// A command whose arguments together are longer than allowed.
+    #[error("Protocol error: command too large")]
+    CommandTooLong,
     /// A header or inline line without an end.
     #[error("Protocol error: too big inline request")]
     LineTooLong,
@@ -46,6 +53,8 @@ pub enum ProtocolError {
 struct Partial {
     expected: usize,
     args: Vec<Bytes>,
+    /// Bytes of the arguments whose headers have been read.
+    bytes: usize,
     /// Length of the argument whose header has been read.
     pending_len: Option<usize>,
 }
@@ -64,6 +73,12 @@ impl RequestParser {
             limits,
             partial: None,
         }
+    }
+
+    /// Changes the limits from the next header on (for example once a
+    /// client has authenticated).
+    pub fn set_limits(&mut self, limits: ParseLimits) {
+        self.limits = limits;
     }
 
     /// Bytes `buf` must still receive before the next command can complete,
@@ -104,6 +119,7 @@ impl RequestParser {
             self.partial = Some(Partial {
                 expected,
                 args: Vec::with_capacity(expected.min(1024)),
+                bytes: 0,
                 pending_len: None,
             });
         }
@@ -125,6 +141,10 @@ impl RequestParser {
                     }
                     if len as usize > self.limits.max_arg_bytes {
                         return Err(ProtocolError::ArgTooLong);
+                    }
+                    partial.bytes += len as usize;
+                    if partial.bytes > self.limits.max_command_bytes {
+                        return Err(ProtocolError::CommandTooLong);
                     }
                     partial.pending_len = Some(len as usize);
                     len as usize
@@ -194,6 +214,7 @@ mod tests {
         RequestParser::new(ParseLimits {
             max_args: 100,
             max_arg_bytes: 1000,
+            max_command_bytes: 1500,
         })
     }
 
@@ -249,6 +270,16 @@ mod tests {
         assert_eq!(p.next(&mut buf), Err(ProtocolError::ArgTooLong));
         assert_eq!(p.wanted(), 0);
         assert_eq!(all(b"*1000000\r\n"), Err(ProtocolError::TooManyArgs));
+    }
+
+    #[test]
+    fn a_command_too_large_in_total_is_refused_from_the_headers() {
+        // Each argument is within its limit; together they are not.
+        let mut p = parser();
+        let mut buf = BytesMut::from(&b"*3\r\n$3\r\nSET\r\n$900\r\n"[..]);
+        buf.extend_from_slice(&[b'k'; 900]);
+        buf.extend_from_slice(b"\r\n$900\r\n");
+        assert_eq!(p.next(&mut buf), Err(ProtocolError::CommandTooLong));
     }
 
     #[test]

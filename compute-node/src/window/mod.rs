@@ -5,6 +5,7 @@
 pub mod policy;
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
@@ -38,7 +39,8 @@ struct State {
 pub enum Lookup {
     /// The record's bytes, from a ready window (a hit).
     Hit(Bytes),
-    /// Wait for fetch `id` (see [`PartitionWindows::wait`]), then look again.
+    /// Wait for fetch `id` (see [`PartitionWindows::wait`]), then take the
+    /// record with [`PartitionWindows::peek`].
     Wait {
         /// The fetch.
         id: u64,
@@ -51,33 +53,40 @@ pub enum Lookup {
 #[derive(Debug)]
 pub struct PartitionWindows {
     state: Mutex<State>,
+    /// The highest committed end known: raised by every acknowledged write
+    /// without taking `state`'s lock, and handed to the policy on each read.
+    committed_end: AtomicU64,
     changed: Condvar,
     changed_async: Notify,
 }
 
 impl PartitionWindows {
-    /// Windows of `window_bytes` over a log whose committed end is believed
-    /// to be `committed_end`.
-    pub fn new(window_bytes: u64, committed_end: u64) -> Self {
+    /// Windows of `window_bytes` over a log whose committed end is not yet
+    /// known (it is learnt from acknowledgements and fetches).
+    pub fn new(window_bytes: u64) -> Self {
         Self {
             state: Mutex::new(State {
-                policy: WindowPolicy::new(window_bytes, committed_end),
+                policy: WindowPolicy::new(window_bytes, 0),
                 filled: [None, None],
             }),
+            committed_end: AtomicU64::new(0),
             changed: Condvar::new(),
             changed_async: Notify::new(),
         }
     }
 
-    /// Raises the known committed end.
+    /// Raises the known committed end (no lock: a put calls it for every
+    /// acknowledgement).
     pub fn note_committed_end(&self, end: u64) {
-        self.state.lock().policy.note_committed_end(end);
+        self.committed_end.fetch_max(end, Ordering::AcqRel);
     }
 
     /// Looks up the record at `[offset, offset + len)` and returns what to do,
     /// with the fetch to start (if any).
     pub fn lookup(&self, offset: u64, len: u64) -> (Lookup, Option<Fetch>) {
         let mut st = self.state.lock();
+        st.policy
+            .note_committed_end(self.committed_end.load(Ordering::Acquire));
         let (decision, fetch) = st.policy.on_read(offset, len);
         if let Some(fetch) = &fetch {
             st.filled[fetch.slot] = None;

@@ -56,10 +56,8 @@ pub enum Decision {
         /// The window.
         slot: usize,
     },
-    /// Window `slot` (fetch `id`) will hold it: wait for the fetch.
+    /// A window on its way will hold it: wait for fetch `id`.
     Wait {
-        /// The window.
-        slot: usize,
         /// The fetch to wait for.
         id: u64,
     },
@@ -139,13 +137,9 @@ impl WindowPolicy {
         self.committed_end = self.committed_end.max(end);
     }
 
-    /// The committed end as far as this policy knows.
-    pub fn committed_end(&self) -> u64 {
-        self.committed_end
-    }
-
     /// The log range window `slot` holds or will hold.
-    pub fn slot_range(&self, slot: usize) -> Option<Range<u64>> {
+    #[cfg(test)]
+    fn slot_range(&self, slot: usize) -> Option<Range<u64>> {
         self.slots[slot].as_ref().map(|s| s.range.clone())
     }
 
@@ -160,7 +154,7 @@ impl WindowPolicy {
         if let Some(slot) = self.covering(&record) {
             let s = self.slots[slot].as_ref().expect("covering slot exists");
             if !s.ready {
-                return (Decision::Wait { slot, id: s.id }, None);
+                return (Decision::Wait { id: s.id }, None);
             }
             let reads = self.reads;
             let s = self.slots[slot].as_mut().expect("covering slot exists");
@@ -170,13 +164,7 @@ impl WindowPolicy {
             return (Decision::Hit { slot }, prefetch);
         }
         match self.place_miss(&record) {
-            Some(fetch) => (
-                Decision::Wait {
-                    slot: fetch.slot,
-                    id: fetch.id,
-                },
-                Some(fetch),
-            ),
+            Some(fetch) => (Decision::Wait { id: fetch.id }, Some(fetch)),
             None => (Decision::PointRead, None),
         }
     }
@@ -299,7 +287,9 @@ impl WindowPolicy {
 
     fn start_fetch(&mut self, slot: usize, range: Range<u64>) -> Fetch {
         if let Some(old) = &self.slots[slot] {
-            // A window replaced before it arrived served nothing.
+            // Judge the window being replaced: one that served less than
+            // its share of bytes (which includes one replaced before it
+            // arrived, having served nothing) counts as useless.
             let size = old.range.end - old.range.start;
             if old.hit_bytes * USEFUL_SHARE_DENOMINATOR < size {
                 self.useless += 1;
