@@ -10,9 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-$(mktemp -d)}
 mkdir -p "$work"
-need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq >/dev/null; apt-get install -y -qq "$2" >/dev/null; }; }
-need redis-server redis-server
-need redis-benchmark redis-tools
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+need redis-server redis-server redis-benchmark redis-tools redis-cli redis-tools
 
 cargo build --release -q -p storage-node -p compute-node -p eval
 bin=target/release
@@ -33,16 +33,14 @@ echo "== redis-benchmark, 4 KiB values, 16 clients"
 $bin/storage-node gen-certs --out "$work/certs" >/dev/null
 RUST_LOG=warn $bin/storage-node serve --listen 127.0.0.1:17000 --data-dir "$work/data" \
   --certs "$work/certs/storage" 2>"$work/storage.log" & pids+=($!)
-sleep 1
+# The compute node keeps trying to reach the storage node while it starts.
 RUST_LOG=warn $bin/compute-node serve --storage localhost:17000 --certs "$work/certs/compute" \
   --listen 127.0.0.1:16380 2>"$work/compute.log" & pids+=($!)
 mkdir -p "$work/redis"
 redis-server --port 16390 --bind 127.0.0.1 --dir "$work/redis" --appendonly yes \
   --appendfsync everysec --save '' >"$work/redis.log" 2>&1 & pids+=($!)
-for _ in $(seq 1 100); do
-  redis-cli -p 16380 ping >/dev/null 2>&1 && redis-cli -p 16390 ping >/dev/null 2>&1 && break
-  sleep 0.1
-done
+wait_for "compute-node serve on 127.0.0.1:16380 (see $work/compute.log)" 30 redis-cli -p 16380 ping
+wait_for "redis-server on 127.0.0.1:16390 (see $work/redis.log)" 30 redis-cli -p 16390 ping
 # First the command as given (redis-benchmark's one key, "key:__rand_int__"),
 # then 10,000 random keys: a GET then reads records spread over every
 # partition's log, and the first second of it waits for the windows to load.

@@ -3,7 +3,8 @@
 # without a Docker engine: Debian's podman (with runc) serves the Docker API
 # on a unix socket and Debian's docker-compose drives it. Run as root.
 #
-#  1. installs podman, runc, docker-compose, debootstrap and friends;
+#  1. installs podman, runc, docker-compose, debootstrap and friends
+#     (iproute2 for podman-health-loop.sh, python3 for the report check);
 #  2. starts `podman system service` with configuration files of its own
 #     (nothing under /etc is changed);
 #  3. makes the base image with debootstrap (no registry is needed) and
@@ -25,21 +26,17 @@ export COMPOSE_PROJECT_NAME=splitkvtest
 t0=$(date +%s)
 step() { printf '\n== [%4ds] %s\n' "$(($(date +%s) - t0))" "$*"; }
 fail() { echo "compose-test: FAILED: $*" >&2; exit 1; }
+# Unmounts (lazily) everything mounted under directory $1.
+unmount_under() {
+  grep -o " $1/[^ ]*" /proc/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+}
+# shellcheck source=scripts/lib.sh
+source "$root/scripts/lib.sh"
 
 step "packages"
-need=()
-for cmd in podman runc docker-compose debootstrap netavark aardvark-dns iptables catatonit curl; do
-  case $cmd in
-    netavark) [ -x /usr/lib/podman/netavark ] || need+=(netavark) ;;
-    aardvark-dns) [ -x /usr/lib/podman/aardvark-dns ] || need+=(aardvark-dns) ;;
-    *) command -v "$cmd" >/dev/null 2>&1 || need+=("$cmd") ;;
-  esac
-done
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    podman runc docker-compose debootstrap netavark aardvark-dns iptables catatonit curl >/dev/null
-fi
+need podman podman runc runc docker-compose docker-compose debootstrap debootstrap \
+  /usr/lib/podman/netavark netavark /usr/lib/podman/aardvark-dns aardvark-dns \
+  iptables iptables catatonit catatonit curl curl ip iproute2 python3 python3
 
 step "podman configuration and service"
 service_pid=""
@@ -55,13 +52,13 @@ cleanup() {
     kill -TERM "$service_pid" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$service_pid" 2>/dev/null || break; sleep 0.1; done
   fi
-  grep -o " $state/[^ ]*" /proc/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null
+  unmount_under "$state"
   [ "$status" = 0 ] && echo "compose-test: passed" || echo "compose-test: failed ($status)"
   exit "$status"
 }
 trap cleanup EXIT
 if [ -f "$state/service.pid" ]; then kill "$(cat "$state/service.pid")" 2>/dev/null || true; sleep 1; fi
-grep -o " $state/[^ ]*" /proc/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+unmount_under "$state"
 rm -rf "$state" /run/containers/networks
 mkdir -p "$state/out"
 cat > "$state/containers.conf" <<EOF
@@ -106,19 +103,22 @@ for _ in $(seq 100); do curl -sf --unix-socket "$state/podman.sock" http://d/_pi
 curl -sf --unix-socket "$state/podman.sock" http://d/_ping >/dev/null || fail "podman service did not start"
 
 step "base image (debootstrap, cached in $rootfs_cache)"
+# debootstrap works in a directory of its own, moved into place only once
+# it succeeded: a half-made tree is never taken for the cache.
 if [ ! -x "$rootfs_cache/bin/sh" ]; then
-  rm -rf "$rootfs_cache"
+  unmount_under "$rootfs_cache.tmp"
+  rm -rf --one-file-system "$rootfs_cache" "$rootfs_cache.tmp"
   mkdir -p "$(dirname "$rootfs_cache")"
-  debootstrap --variant=minbase bookworm "$rootfs_cache" >"$state/debootstrap.log" 2>&1 ||
-    { tail -20 "$state/debootstrap.log"; fail "debootstrap"; }
+  debootstrap --variant=minbase bookworm "$rootfs_cache.tmp" >"$state/debootstrap.log" 2>&1 ||
+    { tail -20 "$state/debootstrap.log"; unmount_under "$rootfs_cache.tmp"; fail "debootstrap"; }
+  mv "$rootfs_cache.tmp" "$rootfs_cache"
 fi
 tar -C "$rootfs_cache" -c . | podman import -q - docker.io/library/debian:bookworm-slim >/dev/null
 
 step "images (release binaries built on this host)"
 cd "$root"
 cargo build --release -q -p storage-node -p compute-node -p eval
-docker-compose build -q storage tools >/dev/null
-docker-compose --profile tools build -q tools >/dev/null
+docker-compose --profile tools build -q storage tools >/dev/null
 
 step "up: certs, storage, compute"
 chown 10001 "$state/out"

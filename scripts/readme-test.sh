@@ -7,22 +7,25 @@
 #    scripts/compose-test.sh, which runs it against the real deployment;
 #  - every command of a block marked <!-- ci --> (the test command) must
 #    appear in .ci/run, which runs it.
-# Installs what the commands use (redis-tools, fio). Exits non-zero when a
-# command fails.
+# Installs what the commands use (redis-tools, fio) and what it uses itself
+# (python3). Exits non-zero when a command fails or a server it starts never
+# answers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null; }; }
-need redis-cli redis-tools
-need fio fio
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+need redis-cli redis-tools fio fio python3 python3
 
 for dir in certs data; do
   [ -e "$dir" ] && { echo "readme-test: ./$dir exists; move it away first" >&2; exit 1; }
 done
+work=""
 cleanup() {
   local status=$?
   for pid in $(jobs -p); do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf certs data
+  if [ -n "$work" ]; then rm -rf "$work"; fi
   exit "$status"
 }
 trap cleanup EXIT
@@ -58,12 +61,16 @@ for block in "$work"/*-readme-test.sh; do
   # shellcheck source=/dev/null
   source "$block"
   if grep -q '&$' "$block"; then
-    # A server was started: give it time to come up (the compute node waits
-    # for the storage node by itself).
-    for _ in $(seq 60); do
-      if grep -q compute-node "$block"; then redis-cli -p 6379 ping >/dev/null 2>&1 && break; else sleep 1; break; fi
-      sleep 0.5
-    done
+    # A server was started in the background: wait until it answers.
+    if grep -q 'compute-node serve' "$block"; then
+      wait_for "the compute node (redis-cli -p 6379 ping)" 30 redis-cli -p 6379 ping
+    elif grep -q 'storage-node serve' "$block"; then
+      wait_for "the storage node (storage-node probe --addr localhost:7000)" 30 \
+        target/release/storage-node probe --addr localhost:7000 --ca certs/storage/ca.pem
+    else
+      echo "readme-test: no way to tell when the server of this block answers: $(head -1 "$block")" >&2
+      exit 1
+    fi
   fi
 done
 echo "readme-test: every README command ran"

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use compute_node::EngineError;
+use compute_node::{Engine, EngineError};
+use splitkv_common::client::ClientError;
 use support::{StorageNode, value_for};
 
 #[test]
@@ -93,6 +94,47 @@ fn limits_are_checked_with_clear_errors() {
         "{err}"
     );
     assert_eq!(engine.len(), 0);
+}
+
+#[test]
+fn writes_over_the_storage_nodes_limits_are_refused_without_losing_the_link() {
+    // The storage node takes values of up to 64 KiB; this compute node is
+    // configured for more, and adopts the node's limit when it connects.
+    let node = StorageNode::start_with_value_limit(2, 64 << 10);
+    let mut config = node.engine_config();
+    config.max_value_bytes = 1 << 20;
+    let engine = Engine::connect(config).expect("connect");
+
+    let err = engine
+        .put_on(0, b"big", &vec![1u8; 100 << 10])
+        .expect_err("a value over the node's limit");
+    assert!(
+        matches!(err, EngineError::TooLarge { what: "value", .. }),
+        "{err}"
+    );
+    // Each value fits, the batch as one frame does not: refused before it
+    // is sent, since the storage node would close the connection on it.
+    let value = vec![2u8; 60 << 10];
+    let items: Vec<(&[u8], &[u8])> = vec![(b"a", &value), (b"b", &value), (b"c", &value)];
+    let err = engine
+        .put_many_on(0, &items)
+        .expect_err("a batch over the frame limit");
+    assert!(
+        matches!(err, EngineError::Storage(ClientError::TooLarge { .. })),
+        "{err}"
+    );
+
+    // Nothing was written, and the connection was never lost (a lost one
+    // would have been followed by a key-log pull on reconnection).
+    engine.put_on(0, b"after", b"fine").expect("put after");
+    assert_eq!(
+        engine.get(b"after").expect("get").as_deref(),
+        Some(&b"fine"[..])
+    );
+    assert!(engine.get(b"a").expect("get").is_none());
+    let stats = engine.stats();
+    assert_eq!(stats.links_up, 2);
+    assert_eq!(stats.tail_pulls, 0, "no link was lost");
 }
 
 #[test]
@@ -304,8 +346,19 @@ fn a_storage_node_restart_under_load_fails_requests_then_recovers() {
         engine.stats().tail_pulls >= 1,
         "the links reconnected and pulled their key-log tails"
     );
-    // Let tail pulls finish, then compare the running engine with a fresh one.
-    std::thread::sleep(Duration::from_millis(500));
+    // Every link lost its connection with the node and reconnected once:
+    // wait until each has pulled its key-log tail, then compare the running
+    // engine with a fresh one.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while engine.stats().tail_pulls < node.partitions as u64 {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {} links pulled their key-log tails within 30 s",
+            engine.stats().tail_pulls,
+            node.partitions
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let fresh = node.connect_reader_view();
     for (key, value) in &acked {
         let running = engine.get(key).expect("get");

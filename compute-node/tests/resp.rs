@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
@@ -316,23 +316,44 @@ fn resident_bytes() -> u64 {
 #[test]
 fn a_client_that_does_not_read_is_slowed_not_buffered() {
     let server = start(None);
-    let value = value_for(b"big", 0, 64 << 10);
-    server.engine.put(b"big", &value).expect("put");
+    // Requests of about 1 KiB for replies of about 4 KiB: a server that kept
+    // reading and buffered its answers would hold four bytes for every byte
+    // the client sends.
+    let key = format!("big-{}", "k".repeat(996));
+    let value = value_for(key.as_bytes(), 0, 4096);
+    server.engine.put(key.as_bytes(), &value).expect("put");
+    let request = format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len()).into_bytes();
+    let mut reply = format!("${}\r\n", value.len()).into_bytes();
+    reply.extend_from_slice(&value);
+    reply.extend_from_slice(b"\r\n");
+
     let before = resident_bytes();
     let mut stream = raw(&server);
     stream
         .set_write_timeout(Some(Duration::from_secs(2)))
         .expect("timeout");
-    let request = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n";
-    // 10000 GETs would be 640 MiB of replies if buffered.
+    // Try to send 128 MiB of requests (512 MiB of replies) without reading
+    // any reply. The stream is the request repeated: `chunk` holds whole
+    // requests, so writing on from `sent % chunk.len()` keeps it so. Once
+    // the server stops reading, the socket buffers fill (a few MiB, at most
+    // the kernel's limits: far less than this) and a write blocks until
+    // its timeout.
+    let chunk = request.repeat(64);
+    let tried: usize = 128 << 20;
     let mut sent = 0;
-    for _ in 0..10_000 {
-        if stream.write_all(request).is_err() {
-            break;
+    while sent < tried {
+        match stream.write(&chunk[sent % chunk.len()..]) {
+            Ok(0) => panic!("the server closed the connection after {sent} bytes"),
+            Ok(n) => sent += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => break,
+            Err(e) => panic!("writing requests failed after {sent} bytes: {e}"),
         }
-        sent += 1;
     }
-    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        sent < tried / 2,
+        "the server read {} MiB of requests from a client that reads no reply",
+        sent >> 20
+    );
     let grown = resident_bytes().saturating_sub(before);
     assert!(
         grown < 200 << 20,
@@ -343,5 +364,66 @@ fn a_client_that_does_not_read_is_slowed_not_buffered() {
     let mut con = client(&server);
     let pong: String = redis::cmd("PING").query(&mut con).expect("ping");
     assert_eq!(pong, "PONG");
-    assert!(sent > 0);
+    // The stalled client was slowed, not dropped: once it reads, every
+    // complete request it sent is answered, in order, with the value.
+    let complete = sent / request.len();
+    assert!(complete > 0, "not one whole request was sent");
+    let mut replies = std::io::BufReader::with_capacity(1 << 20, stream);
+    let mut got = vec![0u8; reply.len()];
+    for i in 0..complete {
+        replies
+            .read_exact(&mut got)
+            .unwrap_or_else(|e| panic!("reply {i} of {complete}: {e}"));
+        assert!(got == reply, "reply {i} of {complete} is not the value");
+    }
+}
+
+#[test]
+fn before_auth_a_client_cannot_make_the_server_hold_a_large_command() {
+    let server = start(Some("s3cret"));
+    let value = vec![b'v'; 100 << 10];
+
+    // The header of a 100 KiB argument is refused before AUTH.
+    let mut stream = raw(&server);
+    let header = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", value.len());
+    stream.write_all(header.as_bytes()).expect("write");
+    let reply = read_all(stream);
+    assert!(
+        reply.starts_with(b"-ERR Protocol error"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+
+    // After AUTH the same command is fine.
+    let mut con = redis::Client::open(format!("redis://:s3cret@{}/", server.addr))
+        .expect("client")
+        .get_connection()
+        .expect("connect with password");
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg(&value)
+        .query(&mut con)
+        .expect("set after auth");
+    let read: Vec<u8> = redis::cmd("GET").arg("k").query(&mut con).expect("get");
+    assert_eq!(read, value);
+}
+
+#[test]
+fn an_mget_of_many_keys_answers_every_key_in_order() {
+    let server = start(None);
+    let mut con = client(&server);
+    let keys: Vec<String> = (0..300).map(|i| format!("many:{i}")).collect();
+    for key in keys.iter().step_by(3) {
+        let () = redis::cmd("SET")
+            .arg(key)
+            .arg(value_for(key.as_bytes(), 1, 100))
+            .query(&mut con)
+            .expect("set");
+    }
+    let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(&keys).query(&mut con).expect("mget");
+    assert_eq!(values.len(), keys.len());
+    for (i, (key, value)) in keys.iter().zip(&values).enumerate() {
+        let expected = (i % 3 == 0).then(|| value_for(key.as_bytes(), 1, 100));
+        assert_eq!(value, &expected, "{key}");
+    }
 }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -134,19 +134,19 @@ fn key_name(thread: usize, j: u64) -> String {
 }
 
 /// One writer: random keys of its own, random operations, random
-/// partitions, until `stop` is set or an operation fails.
+/// partitions, until `stop` (if any) is set or an operation fails.
 fn writer_loop(
     engine: &Engine,
     thread: usize,
     keys: u64,
     seed: u64,
-    stop: &AtomicBool,
+    stop: Option<&AtomicBool>,
     mut event: impl FnMut(&str, Option<Op>),
 ) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (thread as u64) << 32);
     let partitions = engine.partitions();
     let mut version = seed << 20 | (thread as u64) << 48;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
         let key = key_name(thread, rng.random_range(0..keys));
         version += 1;
         let op = if rng.random_bool(0.2) {
@@ -255,8 +255,7 @@ pub fn run(args: CrashArgs) -> Result<bool> {
 }
 
 fn crash_engine_config(cluster: &OwnCluster) -> Result<EngineConfig> {
-    let identity = splitkv_common::tls::NodeIdentity::load(&cluster.compute_certs)?;
-    let mut config = EngineConfig::new(cluster.storage(), Arc::new(identity));
+    let mut config = crate::engine_config(cluster.storage(), &cluster.compute_certs)?;
     config.reconnect_wait_ms = 300;
     config.request_timeout_ms = 1_000;
     Ok(config)
@@ -285,7 +284,7 @@ fn storage_round(
                     thread,
                     args.keys_per_thread,
                     seed,
-                    stop,
+                    Some(stop),
                     |key, op| {
                         let mut journal = shared
                             .lock()
@@ -488,23 +487,20 @@ fn verify(
 /// reporting each operation on stdout before it starts (`B key op`) and
 /// after its acknowledgement (`K key`), until it is killed.
 pub fn writer(args: WriterArgs) -> Result<()> {
-    let identity = splitkv_common::tls::NodeIdentity::load(&args.certs)?;
-    let mut config = EngineConfig::new(args.storage.clone(), Arc::new(identity));
+    let mut config = crate::engine_config(args.storage, &args.certs)?;
     config.reconnect_wait_ms = 300;
     let engine = Engine::connect(config)?;
     let out = Mutex::new(std::io::stdout());
-    let stop = AtomicBool::new(false);
-    let ops = AtomicU64::new(0);
     std::thread::scope(|scope| {
         for thread in 0..args.threads {
-            let (engine, out, stop, ops) = (&engine, &out, &stop, &ops);
+            let (engine, out) = (&engine, &out);
             scope.spawn(move || {
                 writer_loop(
                     engine,
                     thread,
                     args.keys_per_thread,
                     args.seed,
-                    stop,
+                    None,
                     |key, op| {
                         let mut out = out
                             .lock()
@@ -514,7 +510,6 @@ pub fn writer(args: WriterArgs) -> Result<()> {
                             None => writeln!(out, "K {key}"),
                         };
                         let _ = out.flush();
-                        ops.fetch_add(1, Ordering::Relaxed);
                     },
                 );
             });

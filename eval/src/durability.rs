@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use crate::store::redis_url;
 use crate::workload::{check_value, fill_value};
 
 /// Options of `durability-write`.
@@ -47,16 +48,8 @@ pub struct VerifyArgs {
     value_size: usize,
 }
 
-fn url(address: &str) -> String {
-    if address.starts_with("redis://") {
-        address.to_string()
-    } else {
-        format!("redis://{address}/")
-    }
-}
-
 fn connect(address: &str) -> Result<redis::Connection> {
-    let client = redis::Client::open(url(address))?;
+    let client = redis::Client::open(redis_url(address))?;
     let conn = client.get_connection_with_timeout(Duration::from_secs(2))?;
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     conn.set_write_timeout(Some(Duration::from_secs(10)))?;

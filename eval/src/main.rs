@@ -136,6 +136,7 @@ fn run(args: RunArgs) -> Result<bool> {
     let mut store: Box<dyn Store> = match (&args.resp, &args.storage) {
         (Some(address), _) => Box::new(RespStore::connect(address, shape.threads)?),
         (None, Some(storage)) => {
+            // clap requires --certs with --storage.
             let certs = args.certs.clone().context("--storage needs --certs")?;
             Box::new(EngineStore::connect(
                 engine_config(storage.clone(), &certs)?,

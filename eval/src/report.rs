@@ -98,9 +98,15 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// True if any phase had an error or a missing or wrong value.
+    /// True if any phase had an error or a missing or wrong value, or
+    /// verified fewer than every key written (`threads * per_thread`: the
+    /// acknowledged puts, the keys in the rebuilt index, the values read
+    /// back right).
     pub fn failed(&self) -> bool {
-        self.phases.iter().any(|p| p.errors > 0)
+        let expected = self.threads as u64 * self.per_thread;
+        self.phases
+            .iter()
+            .any(|p| p.errors > 0 || p.verified < expected)
     }
 
     /// The table printed at the end of a run.
@@ -148,5 +154,63 @@ impl RunReport {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(name: &str, verified: u64, errors: u64) -> PhaseReport {
+        PhaseReport::new(
+            name,
+            Measured {
+                elapsed: Duration::from_secs(1),
+                ops: verified + errors,
+                value_bytes: 0,
+                latency: None,
+                hit_ratio: None,
+                verified,
+                errors,
+            },
+        )
+    }
+
+    fn report(phases: Vec<PhaseReport>) -> RunReport {
+        RunReport {
+            store: "test".into(),
+            threads: 4,
+            per_thread: 10,
+            value_size: 8,
+            phases,
+            total_seconds: 4.0,
+            index_keys: None,
+            index_bytes_per_key: None,
+        }
+    }
+
+    fn all(verified: [u64; 4], errors: [u64; 4]) -> RunReport {
+        let names = ["write", "sequential_read", "restart", "hot_random_read"];
+        report(
+            (0..4)
+                .map(|i| phase(names[i], verified[i], errors[i]))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_run_that_verified_every_key_passes() {
+        assert!(!all([40; 4], [0; 4]).failed());
+    }
+
+    #[test]
+    fn an_error_fails_the_run() {
+        assert!(all([40; 4], [0, 0, 0, 1]).failed());
+    }
+
+    #[test]
+    fn a_read_phase_that_verified_fewer_keys_fails_without_errors() {
+        assert!(all([40, 39, 40, 40], [0; 4]).failed());
+        assert!(all([40, 40, 40, 0], [0; 4]).failed());
     }
 }

@@ -84,7 +84,17 @@ fn run_threads(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| ThreadTally::new()))
+            .enumerate()
+            .map(|(t, h)| {
+                h.join().unwrap_or_else(|_| {
+                    // What a panicked thread did is lost with it: count its
+                    // whole share as failed, so the run cannot pass on less.
+                    eprintln!("{label}: thread {t} panicked");
+                    let mut tally = ThreadTally::new();
+                    tally.errors = shape.per_thread;
+                    tally
+                })
+            })
             .collect()
     });
     let elapsed = started.elapsed();
@@ -250,4 +260,27 @@ pub fn run(store: &mut dyn Store, shape: RunShape) -> Result<RunReport> {
         phases,
         total_seconds,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicked_thread_counts_its_whole_share_as_errors() {
+        let shape = RunShape {
+            threads: 4,
+            per_thread: 10,
+            value_size: 8,
+            region_bytes: 1 << 20,
+        };
+        let (_, _, ok, errors) = run_threads(&shape, "test", |t, tally, _| {
+            for i in 0..shape.per_thread {
+                assert!(t != 2 || i < 3, "thread 2 panics part way");
+                tally.ok += 1;
+            }
+        });
+        assert_eq!(ok, 30, "the three other threads' work is counted");
+        assert_eq!(errors, 10, "the panicked thread's whole share failed");
+    }
 }

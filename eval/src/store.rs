@@ -89,6 +89,16 @@ impl Store for EngineStore {
     }
 }
 
+/// The `redis://` URL of `address`: `HOST:PORT`, or already a URL (with a
+/// password, say), kept as it is.
+pub fn redis_url(address: &str) -> String {
+    if address.starts_with("redis://") {
+        address.to_string()
+    } else {
+        format!("redis://{address}/")
+    }
+}
+
 /// A Redis-protocol server, one connection per evaluator thread.
 pub struct RespStore {
     address: String,
@@ -109,16 +119,9 @@ impl RespStore {
         Ok(store)
     }
 
-    fn url(&self) -> String {
-        if self.address.starts_with("redis://") {
-            self.address.clone()
-        } else {
-            format!("redis://{}/", self.address)
-        }
-    }
-
     fn reconnect(&mut self) -> Result<()> {
-        let client = redis::Client::open(self.url()).context("parsing the Redis address")?;
+        let client =
+            redis::Client::open(redis_url(&self.address)).context("parsing the Redis address")?;
         self.connections = (0..self.threads)
             .map(|_| client.get_connection().map(Mutex::new))
             .collect::<Result<_, _>>()

@@ -2,17 +2,40 @@
 //! node and against a Redis-protocol server, and `eval crash`.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command};
 use std::sync::Arc;
+
+use splitkv_common::certs::DEFAULT_STORAGE_NAMES;
 
 const EVAL: &str = env!("CARGO_BIN_EXE_eval");
 
-fn json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).expect("report written");
+/// Runs EVAL with `args` and `--json <a file in dir>`, asserts that it
+/// succeeded, and returns the JSON report it wrote.
+fn eval_json(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let path = dir.join("report.json");
+    let status = Command::new(EVAL)
+        .args(args)
+        .arg("--json")
+        .arg(&path)
+        .status()
+        .expect("run eval");
+    assert!(status.success(), "eval {args:?} failed: {status}");
+    let text = std::fs::read_to_string(&path).expect("report written");
     serde_json::from_str(&text).expect("report is JSON")
 }
 
-fn check_run_report(report: &serde_json::Value, keys: u64, engine: bool) {
+/// A child process killed (and reaped) when dropped, so that a failing
+/// assertion does not leave it running.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn check_run_report(report: &serde_json::Value, keys: u64) {
     let phases = report["phases"].as_array().expect("phases");
     let names: Vec<&str> = phases
         .iter()
@@ -39,10 +62,8 @@ fn check_run_report(report: &serde_json::Value, keys: u64, engine: bool) {
     }
     for read in [&phases[1], &phases[3]] {
         assert_eq!(read["verified"], keys, "every value read back and verified");
-        if engine {
-            let ratio = read["hit_ratio"].as_f64().expect("the engine reports hits");
-            assert!(ratio > 0.9, "hit ratio {ratio} in {read}");
-        }
+        let ratio = read["hit_ratio"].as_f64().expect("the engine reports hits");
+        assert!(ratio > 0.9, "hit ratio {ratio} in {read}");
     }
     assert_eq!(phases[0]["verified"], keys);
     assert!(report["total_seconds"].as_f64().expect("total") > 0.0);
@@ -51,9 +72,9 @@ fn check_run_report(report: &serde_json::Value, keys: u64, engine: bool) {
 #[test]
 fn a_small_run_on_its_own_storage_node_verifies_everything() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let report = dir.path().join("report.json");
-    let status = Command::new(EVAL)
-        .args([
+    let report = eval_json(
+        dir.path(),
+        &[
             "run",
             "--threads",
             "4",
@@ -61,13 +82,9 @@ fn a_small_run_on_its_own_storage_node_verifies_everything() {
             "600",
             "--partitions",
             "4",
-            "--json",
-        ])
-        .arg(&report)
-        .status()
-        .expect("run eval");
-    assert!(status.success(), "eval run failed: {status}");
-    check_run_report(&json(&report), 2400, true);
+        ],
+    );
+    check_run_report(&report, 2400);
 }
 
 #[test]
@@ -117,8 +134,7 @@ fn the_same_workload_runs_over_the_redis_protocol() {
     // front of an engine in this process.
     let dir = tempfile::tempdir().expect("tempdir");
     let certs = dir.path().join("certs");
-    splitkv_common::certs::generate_cluster(&certs, &["localhost", "127.0.0.1"], false)
-        .expect("certs");
+    splitkv_common::certs::generate_cluster(&certs, &DEFAULT_STORAGE_NAMES, false).expect("certs");
     let mut node = Command::new(EVAL)
         .args([
             "storage-node",
@@ -133,8 +149,9 @@ fn the_same_workload_runs_over_the_redis_protocol() {
         .arg(certs.join("storage"))
         .stdout(std::process::Stdio::piped())
         .spawn()
+        .map(KillOnDrop)
         .expect("storage node");
-    let stdout = node.stdout.take().expect("stdout");
+    let stdout = node.0.stdout.take().expect("stdout");
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
         .expect("ready line");
@@ -165,9 +182,9 @@ fn the_same_workload_runs_over_the_redis_protocol() {
         std::future::pending(),
     ));
 
-    let report = dir.path().join("resp.json");
-    let status = Command::new(EVAL)
-        .args([
+    let report = eval_json(
+        dir.path(),
+        &[
             "run",
             "--threads",
             "4",
@@ -175,23 +192,18 @@ fn the_same_workload_runs_over_the_redis_protocol() {
             "300",
             "--resp",
             &resp_addr.to_string(),
-            "--json",
-        ])
-        .arg(&report)
-        .status()
-        .expect("run eval");
-    assert!(status.success(), "eval over RESP failed: {status}");
-    check_run_report(&json(&report), 1200, true);
-    let _ = node.kill();
-    let _ = node.wait();
+        ],
+    );
+    check_run_report(&report, 1200);
+    drop(node);
 }
 
 #[test]
 fn the_crash_test_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let report = dir.path().join("crash.json");
-    let status = Command::new(EVAL)
-        .args([
+    let report = eval_json(
+        dir.path(),
+        &[
             "crash",
             "--rounds",
             "3",
@@ -203,13 +215,8 @@ fn the_crash_test_loses_nothing_acknowledged() {
             "4",
             "--max-kill-ms",
             "900",
-            "--json",
-        ])
-        .arg(&report)
-        .status()
-        .expect("run eval crash");
-    assert!(status.success(), "eval crash failed: {status}");
-    let report = json(&report);
+        ],
+    );
     assert_eq!(report["passed"], true);
     let rounds = report["rounds"].as_array().expect("rounds");
     assert_eq!(rounds.len(), 3);

@@ -6,6 +6,7 @@
 mod support;
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -18,19 +19,30 @@ const PARTITIONS: usize = 2;
 /// Acknowledged (key, value) pairs.
 type Acked = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// Puts numbered keys until one fails; returns the acknowledged ones and
-/// the error.
-fn put_until_error(engine: &StorageEngine, start: usize, len: usize) -> (Acked, StorageError) {
+/// Puts the numbered keys `keys` with `len`-byte values until one fails;
+/// returns the acknowledged ones and the error, if one came.
+fn put_keys(
+    engine: &StorageEngine,
+    keys: Range<usize>,
+    len: usize,
+) -> (Acked, Option<StorageError>) {
     let mut acked = Vec::new();
-    for i in start..start + 100_000 {
+    for i in keys {
         let key = format!("key-{i:06}").into_bytes();
         let value = value_for(&key, 0, len);
         match engine.put(i % PARTITIONS, &key, &value) {
             Ok(_) => acked.push((key, value)),
-            Err(e) => return (acked, e),
+            Err(e) => return (acked, Some(e)),
         }
     }
-    panic!("no error after 100000 puts");
+    (acked, None)
+}
+
+/// Puts numbered keys from `start` until one fails; returns the
+/// acknowledged ones and the error.
+fn put_until_error(engine: &StorageEngine, start: usize, len: usize) -> (Acked, StorageError) {
+    let (acked, err) = put_keys(engine, start..start + 100_000, len);
+    (acked, err.expect("an error within 100000 puts"))
 }
 
 fn assert_all_readable(engine: &StorageEngine, acked: &[(Vec<u8>, Vec<u8>)]) {
@@ -58,14 +70,9 @@ fn fault_poisons_without_loss(inject: impl Fn(&FaultPlan), expect_disk_full: boo
         )
         .expect("open");
         let (before, err) = {
-            let mut all = Vec::new();
-            for i in 0..300 {
-                let key = format!("key-{i:06}").into_bytes();
-                let value = value_for(&key, 0, 500);
-                engine
-                    .put(i % PARTITIONS, &key, &value)
-                    .expect("put before the fault");
-                all.push((key, value));
+            let (mut all, err) = put_keys(&engine, 0..300, 500);
+            if let Some(err) = err {
+                panic!("put before the fault: {err}");
             }
             inject(&plan);
             let (more, err) = put_until_error(&engine, 300, 500);

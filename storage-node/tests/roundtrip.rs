@@ -5,8 +5,10 @@
 mod support;
 
 use std::process::Command;
+use std::sync::atomic::Ordering;
 
 use storage_node::{EngineConfig, StorageEngine, StorageError, WriteAck, WriteOp};
+use support::faults::{FaultDisk, FaultPlan};
 use support::{build_index, get, small_config, value_for};
 
 fn open(dir: &std::path::Path) -> StorageEngine {
@@ -317,39 +319,6 @@ fn a_new_writer_epoch_fences_the_old_one() {
     assert_eq!(engine.writer_epoch(), epoch, "the epoch survives a restart");
 }
 
-/// A disk whose file system refuses O_DIRECT the way ramfs does: opening
-/// with O_DIRECT fails with EINVAL.
-struct NoDirectIo(storage_node::OsDisk);
-
-impl storage_node::Disk for NoDirectIo {
-    fn open(
-        &self,
-        path: &std::path::Path,
-        kind: storage_node::FileKind,
-        create: bool,
-    ) -> std::io::Result<std::sync::Arc<dyn storage_node::DiskFile>> {
-        if kind == storage_node::FileKind::Direct {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        self.0.open(path, kind, create)
-    }
-    fn create_dir_all(&self, path: &std::path::Path) -> std::io::Result<()> {
-        self.0.create_dir_all(path)
-    }
-    fn sync_dir(&self, path: &std::path::Path) -> std::io::Result<()> {
-        self.0.sync_dir(path)
-    }
-    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-        self.0.rename(from, to)
-    }
-    fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
-        self.0.remove_file(path)
-    }
-    fn io_engine(&self) -> storage_node::IoEngineKind {
-        self.0.io_engine()
-    }
-}
-
 fn assert_direct_io_error(result: Result<StorageEngine, StorageError>, dir: &std::path::Path) {
     let err = result
         .err()
@@ -365,12 +334,13 @@ fn assert_direct_io_error(result: Result<StorageEngine, StorageError>, dir: &std
 
 #[test]
 fn a_file_system_refusing_direct_io_is_a_clear_error() {
+    // A disk whose file system refuses O_DIRECT the way ramfs does: opening
+    // with O_DIRECT fails with EINVAL.
     let dir = tempfile::tempdir().expect("tempdir");
-    let disk = std::sync::Arc::new(NoDirectIo(storage_node::OsDisk::new(
-        storage_node::IoEngineKind::Psync,
-    )));
+    let plan = FaultPlan::new();
+    plan.refuse_direct_opens.store(true, Ordering::SeqCst);
     assert_direct_io_error(
-        StorageEngine::open_with_disk(EngineConfig::new(dir.path()), disk),
+        StorageEngine::open_with_disk(EngineConfig::new(dir.path()), FaultDisk::new(plan)),
         dir.path(),
     );
 }
@@ -378,7 +348,8 @@ fn a_file_system_refusing_direct_io_is_a_clear_error() {
 #[test]
 fn ramfs_refuses_direct_io_with_a_clear_error() {
     // ramfs has no direct I/O (tmpfs gained it in Linux 6.6). Mounting needs
-    // root; without it the check runs through the disk trait instead.
+    // root (CI runs as root): a failed mount fails the test rather than
+    // passing it on some other check.
     let dir = tempfile::tempdir().expect("tempdir");
     let target = std::ffi::CString::new(dir.path().to_str().expect("utf-8 path")).expect("path");
     // SAFETY: plain mount(2) with valid C strings.
@@ -391,20 +362,12 @@ fn ramfs_refuses_direct_io_with_a_clear_error() {
             std::ptr::null(),
         )
     } == 0;
-    if !mounted {
-        eprintln!(
-            "cannot mount ramfs ({}); checking through the disk trait",
-            std::io::Error::last_os_error()
-        );
-        let disk = std::sync::Arc::new(NoDirectIo(storage_node::OsDisk::new(
-            storage_node::IoEngineKind::Psync,
-        )));
-        assert_direct_io_error(
-            StorageEngine::open_with_disk(EngineConfig::new(dir.path()), disk),
-            dir.path(),
-        );
-        return;
-    }
+    let mount_error = std::io::Error::last_os_error();
+    assert!(
+        mounted,
+        "cannot mount ramfs on {}: {mount_error} (this test needs root with CAP_SYS_ADMIN)",
+        dir.path().display()
+    );
     let data = dir.path().join("data");
     let result = StorageEngine::open(EngineConfig::new(&data));
     // SAFETY: unmounting what we mounted above.
@@ -427,31 +390,26 @@ fn a_second_process_is_refused_by_the_lock() {
         }
     }
     let dir = tempfile::tempdir().expect("tempdir");
+    // This test again, in a child process that opens the directory.
+    let child_opens = || {
+        Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "a_second_process_is_refused_by_the_lock",
+                "--nocapture",
+            ])
+            .env(CHILD_ENV, dir.path())
+            .status()
+            .expect("run child")
+            .code()
+    };
     let engine = open(dir.path());
-    let status = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "a_second_process_is_refused_by_the_lock",
-            "--nocapture",
-        ])
-        .env(CHILD_ENV, dir.path())
-        .status()
-        .expect("run child");
     assert_eq!(
-        status.code(),
+        child_opens(),
         Some(42),
         "the second process must see Locked"
     );
     drop(engine);
     // Once the first process lets go, the directory opens again.
-    let status = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "a_second_process_is_refused_by_the_lock",
-            "--nocapture",
-        ])
-        .env(CHILD_ENV, dir.path())
-        .status()
-        .expect("run child");
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(child_opens(), Some(0));
 }

@@ -82,7 +82,7 @@ struct Cluster {
 fn cluster() -> Cluster {
     let dir = tempfile::tempdir().expect("tempdir");
     let certs = dir.path().join("certs");
-    certs::generate_cluster(&certs, &["localhost", "127.0.0.1"], false).expect("certs");
+    certs::generate_cluster(&certs, &certs::DEFAULT_STORAGE_NAMES, false).expect("certs");
     Cluster {
         data: dir.path().join("data"),
         certs,

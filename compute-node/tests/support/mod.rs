@@ -3,8 +3,6 @@
 //! certificates made for the test. It can be stopped and started again on
 //! the same port and data directory.
 
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +20,8 @@ pub struct StorageNode {
     pub dir: tempfile::TempDir,
     pub addr: SocketAddr,
     pub partitions: usize,
+    /// The storage node's value limit.
+    max_value_bytes: usize,
     runtime: tokio::runtime::Runtime,
     running: Option<Running>,
 }
@@ -35,10 +35,16 @@ struct Running {
 impl StorageNode {
     /// Starts a storage node with `partitions` partitions on a free port.
     pub fn start(partitions: usize) -> Self {
+        Self::start_with_value_limit(partitions, splitkv_common::limits::DEFAULT_MAX_VALUE_BYTES)
+    }
+
+    /// Like [`StorageNode::start`], accepting values of at most
+    /// `max_value_bytes`.
+    pub fn start_with_value_limit(partitions: usize, max_value_bytes: usize) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         certs::generate_cluster(
             &dir.path().join("certs"),
-            &["localhost", "127.0.0.1"],
+            &certs::DEFAULT_STORAGE_NAMES,
             false,
         )
         .expect("certs");
@@ -51,6 +57,7 @@ impl StorageNode {
             dir,
             addr: "127.0.0.1:0".parse().expect("address"),
             partitions,
+            max_value_bytes,
             runtime,
             running: None,
         };
@@ -72,6 +79,7 @@ impl StorageNode {
         let mut config = StorageConfig::new(self.data_dir());
         config.partitions = self.partitions;
         config.buffer_bytes = 256 << 10;
+        config.limits.max_value_bytes = self.max_value_bytes;
         let engine = Arc::new(StorageEngine::open(config).expect("open storage engine"));
         let identity =
             NodeIdentity::load(&self.dir.path().join("certs").join("storage")).expect("identity");
@@ -100,11 +108,6 @@ impl StorageNode {
         }
     }
 
-    /// The storage engine while it runs.
-    pub fn engine(&self) -> &StorageEngine {
-        &self.running.as_ref().expect("running").engine
-    }
-
     /// An engine configuration for a compute node of this cluster.
     pub fn engine_config(&self) -> EngineConfig {
         let identity =
@@ -121,6 +124,7 @@ impl StorageNode {
 
     /// Connects a read-only engine: what a freshly started compute node
     /// would see, without fencing the running writer.
+    #[allow(dead_code, reason = "used by engine.rs, not by resp.rs")]
     pub fn connect_reader_view(&self) -> Engine {
         let mut config = self.engine_config();
         config.writer = false;

@@ -1,7 +1,8 @@
 //! Disks that wrap the real one ([`OsDisk`]) through the engine's `Disk`
-//! trait: [`FaultDisk`] slows, pauses or fails chosen operations;
-//! [`PowerCutDisk`] keeps every write in memory until it is synced, so that
-//! cutting the power loses exactly what was not synced.
+//! trait: [`FaultDisk`] slows, pauses or fails chosen operations (or refuses
+//! O_DIRECT as ramfs does); [`PowerCutDisk`] keeps every write in memory
+//! until it is synced, so that cutting the power loses exactly what was not
+//! synced.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -33,6 +34,9 @@ pub struct FaultPlan {
     /// Once this many direct writes have started, the next ones never finish
     /// (the flush hangs until the process is killed).
     pub pause_direct_writes_from: AtomicUsize,
+    /// Opening a file with O_DIRECT fails with EINVAL, as on a file system
+    /// without direct I/O (ramfs).
+    pub refuse_direct_opens: AtomicBool,
 }
 
 impl FaultPlan {
@@ -64,6 +68,32 @@ impl FaultPlan {
     }
 }
 
+/// Implements the `Disk` methods other than `open` by passing them to the
+/// wrapped disk in field `$inner`: a wrapping disk writes only its `open`.
+macro_rules! delegate_disk {
+    ($inner:ident) => {
+        fn create_dir_all(&self, path: &::std::path::Path) -> ::std::io::Result<()> {
+            self.$inner.create_dir_all(path)
+        }
+        fn sync_dir(&self, path: &::std::path::Path) -> ::std::io::Result<()> {
+            self.$inner.sync_dir(path)
+        }
+        fn rename(
+            &self,
+            from: &::std::path::Path,
+            to: &::std::path::Path,
+        ) -> ::std::io::Result<()> {
+            self.$inner.rename(from, to)
+        }
+        fn remove_file(&self, path: &::std::path::Path) -> ::std::io::Result<()> {
+            self.$inner.remove_file(path)
+        }
+        fn io_engine(&self) -> ::storage_node::IoEngineKind {
+            self.$inner.io_engine()
+        }
+    };
+}
+
 /// The real disk with faults injected according to a [`FaultPlan`].
 pub struct FaultDisk {
     inner: OsDisk,
@@ -81,6 +111,9 @@ impl FaultDisk {
 
 impl Disk for FaultDisk {
     fn open(&self, path: &Path, kind: FileKind, create: bool) -> io::Result<Arc<dyn DiskFile>> {
+        if kind == FileKind::Direct && self.plan.refuse_direct_opens.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
         let inner = self.inner.open(path, kind, create)?;
         Ok(Arc::new(FaultFile {
             inner,
@@ -88,21 +121,7 @@ impl Disk for FaultDisk {
             plan: Arc::clone(&self.plan),
         }))
     }
-    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn io_engine(&self) -> IoEngineKind {
-        self.inner.io_engine()
-    }
+    delegate_disk!(inner);
 }
 
 struct FaultFile {
@@ -193,21 +212,7 @@ impl Disk for PowerCutDisk {
             pending: Mutex::new(BTreeMap::new()),
         }))
     }
-    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn io_engine(&self) -> IoEngineKind {
-        self.inner.io_engine()
-    }
+    delegate_disk!(inner);
 }
 
 struct PowerCutFile {
