@@ -44,23 +44,7 @@ impl std::str::FromStr for Durability {
     }
 }
 
-/// Limits on what a write may carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Longest key in bytes (keys are at least 1 byte).
-    pub max_key_bytes: usize,
-    /// Longest value in bytes.
-    pub max_value_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_key_bytes: splitkv_common::limits::DEFAULT_MAX_KEY_BYTES,
-            max_value_bytes: splitkv_common::limits::DEFAULT_MAX_VALUE_BYTES,
-        }
-    }
-}
+pub use splitkv_common::limits::Limits;
 
 /// How to open a data directory.
 #[derive(Debug, Clone)]
