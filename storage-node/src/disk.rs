@@ -1,9 +1,12 @@
 //! The one narrow interface through which the storage engine touches the
-//! disk: opening files, positional reads and writes, preallocation, syncs
-//! and memory mappings. [`OsDisk`] is the real implementation; tests wrap it
-//! to slow, pause or fail operations, or to drop everything not yet synced.
+//! disk: directories (create, list, look up, sync), files (open, rename,
+//! remove, lock), positional reads and writes, preallocation, syncs and
+//! memory mappings. [`OsDisk`] is the real implementation; tests wrap it to
+//! slow, pause or fail operations, or to drop everything not yet synced.
 
-use std::fs::{File, OpenOptions};
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -42,8 +45,40 @@ pub trait Disk: Send + Sync + 'static {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Whether a file or directory exists at `path`.
+    fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// The names of the entries of the directory at `path`, in no particular
+    /// order; fails with [`io::ErrorKind::NotFound`] if it does not exist.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>>;
+    /// Takes an exclusive lock on the file at `path` (created if missing)
+    /// that keeps out every other process taking the same lock, without
+    /// waiting: fails with [`io::ErrorKind::WouldBlock`] while another holds
+    /// it. The lock is held until the returned [`FileLock`] is dropped or
+    /// the process dies.
+    fn try_lock(&self, path: &Path) -> io::Result<FileLock>;
     /// The engine that carries O_DIRECT writes.
     fn io_engine(&self) -> IoEngineKind;
+}
+
+/// An exclusive lock taken by [`Disk::try_lock`], released when dropped.
+pub struct FileLock {
+    _held: Box<dyn Send + Sync>,
+}
+
+impl FileLock {
+    /// A lock that lasts as long as `held` (for the real disk, the open
+    /// file that carries the `flock`).
+    pub fn new(held: impl Send + Sync + 'static) -> Self {
+        Self {
+            _held: Box::new(held),
+        }
+    }
+}
+
+impl fmt::Debug for FileLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FileLock")
+    }
 }
 
 /// One open file.
@@ -134,6 +169,33 @@ impl Disk for OsDisk {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        std::fs::exists(path)
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {
+        std::fs::read_dir(path)?
+            .map(|entry| entry.map(|e| e.file_name()))
+            .collect()
+    }
+
+    /// An advisory `flock` on the file, held by its open descriptor.
+    fn try_lock(&self, path: &Path) -> io::Result<FileLock> {
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(FileLock::new(file)),
+            Err(TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{} is locked by another process", path.display()),
+            )),
+            Err(TryLockError::Error(e)) => Err(e),
+        }
     }
 
     fn io_engine(&self) -> IoEngineKind {

@@ -145,7 +145,7 @@ impl StorageEngine {
         let dir = config.data_dir.clone();
         disk.create_dir_all(&dir)
             .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
-        let lock = DirLock::acquire(&dir)?;
+        let lock = DirLock::acquire(&*disk, &dir)?;
         recovery::probe_direct_io(&*disk, &dir)?;
         let manifest = Manifest::load_or_create(&*disk, &config)?;
         let (epoch_file, epoch) = EpochFile::open(&*disk, &dir)?;

@@ -1,12 +1,11 @@
 //! The data directory's fixed files: the manifest (format version and
 //! layout), the lock that keeps a second process out, and the writer epoch.
 
-use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::EngineConfig;
-use crate::disk::{Disk, DiskFile, FileKind};
+use crate::disk::{Disk, DiskFile, FileKind, FileLock};
 use crate::error::{Result, StorageError};
 
 /// Version of the on-disk format this build reads and writes.
@@ -100,7 +99,7 @@ impl Manifest {
                 Ok(manifest)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                refuse_foreign_directory(dir)?;
+                refuse_foreign_directory(disk, dir)?;
                 let manifest = Manifest {
                     format: FORMAT_VERSION,
                     partitions: config.partitions,
@@ -149,14 +148,13 @@ fn validate_layout(m: &Manifest) -> std::result::Result<(), String> {
 /// A new data directory must be empty (apart from what a file system or an
 /// interrupted creation leaves), so that SplitKV never writes into a
 /// directory that holds something else.
-fn refuse_foreign_directory(dir: &Path) -> Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
+fn refuse_foreign_directory(disk: &dyn Disk, dir: &Path) -> Result<()> {
+    let names = match disk.list_dir(dir) {
+        Ok(names) => names,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(StorageError::io(format!("listing {}", dir.display()), e)),
     };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
+    for name in names {
         let known = ["lost+found", LOCK, "MANIFEST.tmp", "DIRECT_IO_PROBE"];
         if !known.iter().any(|k| name == *k) {
             return Err(StorageError::Manifest {
@@ -186,31 +184,25 @@ fn read_small(file: &dyn DiskFile) -> std::io::Result<String> {
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
 }
 
-/// Exclusive ownership of a data directory by this process (an advisory
-/// `flock` on its LOCK file), released when dropped or when the process dies.
+/// Exclusive ownership of a data directory by this process (a lock on its
+/// LOCK file taken through [`Disk::try_lock`]; on the real disk an advisory
+/// `flock`), released when dropped or when the process dies.
 #[derive(Debug)]
 pub struct DirLock {
-    _file: File,
+    _lock: FileLock,
 }
 
 impl DirLock {
-    /// Takes the lock of `dir`, or fails with [`StorageError::Locked`].
-    pub fn acquire(dir: &Path) -> Result<Self> {
+    /// Takes the lock of `dir` through `disk`, or fails with
+    /// [`StorageError::Locked`] while another process holds it.
+    pub fn acquire(disk: &dyn Disk, dir: &Path) -> Result<Self> {
         let path = dir.join(LOCK);
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| StorageError::io(format!("opening {}", path.display()), e))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Self { _file: file }),
-            Err(TryLockError::WouldBlock) => Err(StorageError::Locked {
+        match disk.try_lock(&path) {
+            Ok(lock) => Ok(Self { _lock: lock }),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(StorageError::Locked {
                 dir: dir.to_path_buf(),
             }),
-            Err(TryLockError::Error(e)) => {
-                Err(StorageError::io(format!("locking {}", path.display()), e))
-            }
+            Err(e) => Err(StorageError::io(format!("locking {}", path.display()), e)),
         }
     }
 }

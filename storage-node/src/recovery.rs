@@ -62,7 +62,9 @@ pub(crate) fn recover_partition(
 ) -> Result<Recovered> {
     let dir = partition_dir(data_dir, id);
     let ctx = |what: &str, e| StorageError::io(format!("{what} in {}", dir.display()), e);
-    let created = !dir.exists();
+    let created = !disk
+        .exists(&dir)
+        .map_err(|e| ctx("looking up the partition directory", e))?;
     if created {
         disk.create_dir_all(&dir)
             .map_err(|e| ctx("creating the partition directory", e))?;

@@ -6,6 +6,15 @@
 //! request queued by then with one `io_uring_enter`, so when many callers
 //! (one flusher per partition, large writes) wait at once the ring sees a
 //! deep queue and the submissions, not the wake-ups, are batched.
+//!
+//! The queue of requests handed to the ring thread holds at most
+//! [`MAX_QUEUED_WRITES`]; a caller that finds it full blocks until the ring
+//! thread has taken some.
+//!
+//! The tests that exercise the ring itself require that io_uring is really
+//! in use and fail when the engine had to fall back to pwrite. On a machine
+//! known to refuse io_uring, `SPLITKV_EXPECT_IO_URING=0` makes them accept
+//! the fallback (and say so) instead.
 
 use std::fmt;
 use std::io;
@@ -138,6 +147,13 @@ pub(crate) struct UringEngine {
 }
 
 const RING_ENTRIES: u32 = 64;
+
+/// Write requests waiting for the ring thread to take them, at most. Each
+/// caller has one request outstanding (it blocks until its write
+/// completes), so this bounds the queue when more callers than this write
+/// at once; a caller that finds the queue full blocks until the ring thread
+/// drains it.
+pub(crate) const MAX_QUEUED_WRITES: usize = 64;
 const WAKE_TOKEN: u64 = u64::MAX;
 
 impl UringEngine {
@@ -151,7 +167,7 @@ impl UringEngine {
         }
         // SAFETY: eventfd returned a fresh descriptor that we now own.
         let wake = unsafe { OwnedFd::from_raw_fd(raw) };
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let (tx, rx) = crossbeam_channel::bounded(MAX_QUEUED_WRITES);
         let ring_wake = wake.try_clone()?;
         let thread = std::thread::Builder::new()
             .name("io-uring".into())
@@ -417,6 +433,67 @@ impl RingThread {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
+    use std::sync::{Arc, Barrier};
+
+    /// Whether io_uring must be in use here: unless
+    /// `SPLITKV_EXPECT_IO_URING=0` says this machine refuses it.
+    fn io_uring_expected() -> bool {
+        std::env::var("SPLITKV_EXPECT_IO_URING").map_or(true, |v| v != "0")
+    }
+
+    /// Starts the engine for `kind` and checks that it is the engine asked
+    /// for: a silent fallback to pwrite fails the test where io_uring is
+    /// expected.
+    fn start_checked(kind: IoEngineKind) -> IoEngine {
+        let engine = IoEngine::start(kind);
+        if kind == IoEngineKind::Uring && !io_uring_expected() {
+            if engine.kind() != kind {
+                eprintln!("io_uring is refused here; testing the pwrite fallback instead");
+            }
+            return engine;
+        }
+        assert_eq!(
+            engine.kind(),
+            kind,
+            "asked for {kind} and got {}: io_uring is refused on this machine, so this test \
+             would not test it (set SPLITKV_EXPECT_IO_URING=0 where that is expected)",
+            engine.kind()
+        );
+        engine
+    }
+
+    /// Writes `blocks` distinct 512-byte blocks from each of `writers`
+    /// threads at once and checks that each landed where it was written.
+    fn concurrent_writers(engine: &Arc<IoEngine>, writers: usize, blocks: usize) {
+        let file = Arc::new(tempfile::tempfile().expect("tempfile"));
+        let start = Arc::new(Barrier::new(writers));
+        let threads: Vec<_> = (0..writers)
+            .map(|t| {
+                let engine = Arc::clone(engine);
+                let file = Arc::clone(&file);
+                let start = Arc::clone(&start);
+                std::thread::spawn(move || {
+                    start.wait();
+                    for i in 0..blocks {
+                        let block = vec![t as u8; 512];
+                        let offset = ((t * blocks + i) * 512) as u64;
+                        engine
+                            .write_at(file.as_raw_fd(), &block, offset)
+                            .expect("write");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("writer thread");
+        }
+        let mut back = vec![0u8; writers * blocks * 512];
+        file.read_exact_at(&mut back, 0).expect("read");
+        for (t, region) in back.chunks(512 * blocks).enumerate() {
+            assert!(region.iter().all(|&b| b == t as u8), "thread {t} region");
+        }
+    }
 
     #[test]
     fn engine_names_parse() {
@@ -428,53 +505,42 @@ mod tests {
     #[test]
     fn both_engines_write_what_they_are_given() {
         for kind in [IoEngineKind::Uring, IoEngineKind::Psync] {
-            let engine = IoEngine::start(kind);
+            let engine = start_checked(kind);
             let file = tempfile::tempfile().expect("tempfile");
             let data: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
             engine
                 .write_at(file.as_raw_fd(), &data, 100)
                 .expect("write");
             let mut back = vec![0u8; data.len()];
-            std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 100).expect("read");
+            file.read_exact_at(&mut back, 100).expect("read");
             assert_eq!(back, data, "engine {kind}");
         }
     }
 
     #[test]
     fn uring_reports_errors_per_request() {
-        let engine = IoEngine::start(IoEngineKind::Uring);
+        let engine = Arc::new(start_checked(IoEngineKind::Uring));
         let err = engine
             .write_at(-1, b"abc", 0)
             .expect_err("bad fd must fail");
         assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+        // The failure was this request's alone: the ring goes on serving.
+        concurrent_writers(&engine, 2, 4);
     }
 
     #[test]
     fn uring_carries_concurrent_writers() {
-        let engine = std::sync::Arc::new(IoEngine::start(IoEngineKind::Uring));
-        let file = std::sync::Arc::new(tempfile::tempfile().expect("tempfile"));
-        let threads: Vec<_> = (0..8u8)
-            .map(|t| {
-                let engine = std::sync::Arc::clone(&engine);
-                let file = std::sync::Arc::clone(&file);
-                std::thread::spawn(move || {
-                    for i in 0..50u64 {
-                        let block = vec![t; 512];
-                        let offset = (u64::from(t) * 50 + i) * 512;
-                        engine
-                            .write_at(file.as_raw_fd(), &block, offset)
-                            .expect("write");
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().expect("writer thread");
+        let engine = Arc::new(start_checked(IoEngineKind::Uring));
+        concurrent_writers(&engine, 8, 50);
+    }
+
+    #[test]
+    fn uring_carries_more_writers_than_its_queue_holds() {
+        let engine = Arc::new(start_checked(IoEngineKind::Uring));
+        if let IoEngine::Uring(uring) = &*engine {
+            let requests = uring.requests.as_ref().expect("running");
+            assert_eq!(requests.capacity(), Some(MAX_QUEUED_WRITES));
         }
-        let mut back = vec![0u8; 8 * 50 * 512];
-        std::os::unix::fs::FileExt::read_exact_at(&*file, &mut back, 0).expect("read");
-        for (i, chunk) in back.chunks(512 * 50).enumerate() {
-            assert!(chunk.iter().all(|&b| b == i as u8), "thread {i} region");
-        }
+        concurrent_writers(&engine, 3 * MAX_QUEUED_WRITES, 4);
     }
 }

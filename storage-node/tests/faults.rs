@@ -1,17 +1,23 @@
-//! Faults injected through the disk trait: a full disk or an I/O error in a
-//! flush or a preallocation poisons the engine without losing anything
-//! acknowledged; recovery onto a full disk opens read-only; and in `sync`
-//! durability a power cut loses nothing acknowledged.
+//! Faults injected through the disk trait, and damage done to the files
+//! between two runs: a full disk or an I/O error in a flush, a
+//! preallocation or a sync poisons the engine without losing anything
+//! acknowledged; a read error fails that read alone; recovery onto a full
+//! disk opens read-only; a torn or corrupt key-log frame is cut off and
+//! never served; and in `sync` durability a power cut loses nothing
+//! acknowledged.
 
 mod support;
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use storage_node::{Durability, IoEngineKind, OsDisk, StorageEngine, StorageError};
-use support::faults::{FaultDisk, FaultPlan, PowerCutDisk};
+use storage_node::{
+    Durability, IoEngineKind, OsDisk, StorageEngine, StorageError, WriteAck, WriteOp,
+};
+use support::faults::{FaultDisk, FaultPlan, Files, Op, PowerCutDisk};
 use support::{build_index, get, small_config, value_for};
 
 const PARTITIONS: usize = 2;
@@ -57,72 +63,239 @@ fn assert_all_readable(engine: &StorageEngine, acked: &[(Vec<u8>, Vec<u8>)]) {
     }
 }
 
-/// A fault in a flush or a preallocation: the put that meets it fails, the
-/// engine refuses writes, reads go on, and a reopen recovers everything.
-fn fault_poisons_without_loss(inject: impl Fn(&FaultPlan), expect_disk_full: bool) {
+fn assert_none_served(engine: &StorageEngine, keys: &[Vec<u8>]) {
+    let index = build_index(engine);
+    for key in keys {
+        assert!(
+            !index.contains_key(key),
+            "key {} is served",
+            String::from_utf8_lossy(key)
+        );
+    }
+}
+
+/// What the fault in [`fault_poisons_without_loss`] is expected to look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// A full disk: the error says so.
+    DiskFull,
+    /// An I/O error (EIO): the error carries its text.
+    IoError,
+}
+
+/// A fault in a flush, a preallocation or a sync: the put that meets it
+/// fails (or a later one, once the fault has poisoned the engine), the
+/// engine refuses writes with an error that names the fault, reads go on,
+/// and a reopen recovers everything acknowledged.
+///
+/// `inject` arms the fault after 300 good puts and may put more itself (it
+/// returns what it got acknowledged); then puts go on until one fails.
+/// Returns the plan, for the caller to check which operations failed.
+fn fault_poisons_without_loss(
+    durability: Durability,
+    inject: impl Fn(&StorageEngine, &FaultPlan) -> Acked,
+    expect: Expect,
+) -> Arc<FaultPlan> {
     let dir = tempfile::tempdir().expect("tempdir");
     let plan = FaultPlan::new();
+    let mut config = small_config(dir.path(), PARTITIONS);
+    config.durability = durability;
     let mut acked;
     {
-        let engine = StorageEngine::open_with_disk(
-            small_config(dir.path(), PARTITIONS),
-            FaultDisk::new(Arc::clone(&plan)),
-        )
-        .expect("open");
-        let (before, err) = {
-            let (mut all, err) = put_keys(&engine, 0..300, 500);
-            if let Some(err) = err {
-                panic!("put before the fault: {err}");
-            }
-            inject(&plan);
-            let (more, err) = put_until_error(&engine, 300, 500);
-            all.extend(more);
-            (all, err)
-        };
-        acked = before;
-        let message = err.to_string();
-        match &err {
-            StorageError::DiskFull { .. } => assert!(expect_disk_full, "{message}"),
-            StorageError::Poisoned { reason } => {
-                assert_eq!(reason.contains("disk full"), expect_disk_full, "{message}");
-            }
-            StorageError::Io { .. } => assert!(!expect_disk_full, "{message}"),
-            other => panic!("unexpected error {other}"),
+        let engine =
+            StorageEngine::open_with_disk(config.clone(), FaultDisk::new(Arc::clone(&plan)))
+                .expect("open");
+        let (mut all, err) = put_keys(&engine, 0..300, 500);
+        if let Some(err) = err {
+            panic!("put before the fault: {err}");
         }
+        all.extend(inject(&engine, &plan));
+        let (more, err) = put_until_error(&engine, 300, 500);
+        all.extend(more);
+        acked = all;
+        let message = err.to_string();
+        match (&err, expect) {
+            (StorageError::DiskFull { .. }, Expect::DiskFull) => {}
+            (StorageError::Io { .. }, Expect::IoError) => {}
+            (StorageError::Poisoned { .. }, _) => {}
+            _ => panic!("unexpected error {message} for {expect:?}"),
+        }
+        let fault_text = match expect {
+            Expect::DiskFull => "disk full",
+            Expect::IoError => "Input/output error",
+        };
+        assert!(message.contains(fault_text), "{message}");
         let again = engine
             .put(0, b"after", b"the fault")
             .expect_err("poisoned engine refuses writes");
         assert!(matches!(again, StorageError::Poisoned { .. }), "{again}");
-        assert!(engine.stats().refusing_writes.is_some());
+        let refusal = again.to_string();
+        assert!(refusal.contains(fault_text), "{refusal}");
+        assert_eq!(engine.stats().refusing_writes, Some(refusal));
         assert_all_readable(&engine, &acked);
     }
-    let engine = StorageEngine::open(small_config(dir.path(), PARTITIONS)).expect("reopen");
+    config.durability = Durability::Mmap;
+    let engine = StorageEngine::open(config).expect("reopen");
     assert_all_readable(&engine, &acked);
     engine
         .put(0, b"after", b"reopen")
         .expect("writable again after reopen");
     acked.push((b"after".to_vec(), b"reopen".to_vec()));
     assert_all_readable(&engine, &acked);
+    plan
+}
+
+fn fail_value_log_writes(errno: i32) -> impl Fn(&StorageEngine, &FaultPlan) -> Acked {
+    move |_, plan| {
+        plan.fail_now(Op::DirectWrite, Files::Named("value.log"), errno);
+        Vec::new()
+    }
 }
 
 #[test]
 fn a_full_disk_during_a_flush_poisons_and_loses_nothing() {
-    fault_poisons_without_loss(|plan| plan.fail_direct_writes_now(libc::ENOSPC), true);
+    let plan = fault_poisons_without_loss(
+        Durability::Mmap,
+        fail_value_log_writes(libc::ENOSPC),
+        Expect::DiskFull,
+    );
+    assert!(plan.failed(Op::DirectWrite, Files::Named("value.log")) > 0);
 }
 
 #[test]
 fn an_io_error_during_a_flush_poisons_and_loses_nothing() {
-    fault_poisons_without_loss(|plan| plan.fail_direct_writes_now(libc::EIO), false);
+    let plan = fault_poisons_without_loss(
+        Durability::Mmap,
+        fail_value_log_writes(libc::EIO),
+        Expect::IoError,
+    );
+    assert!(plan.failed(Op::DirectWrite, Files::Named("value.log")) > 0);
+}
+
+/// Fails the key log's preallocations alone with `errno`, then puts values
+/// large enough to make the value log grow past its preallocation (those
+/// allocations must go through), then small puts until the key log needs a
+/// new chunk.
+fn key_log_preallocation_fault(errno: i32, expect: Expect) {
+    let value_log_allocations = Arc::new(std::sync::Mutex::new(0));
+    let seen = Arc::clone(&value_log_allocations);
+    let plan = fault_poisons_without_loss(
+        Durability::Mmap,
+        move |engine, plan| {
+            plan.fail_now(Op::Allocate, Files::Named("key.log"), errno);
+            let before = plan.succeeded(Op::Allocate, Files::Named("value.log"));
+            let mut acked = Vec::new();
+            for i in 0..3 {
+                let key = format!("large-{i}").into_bytes();
+                let value = value_for(&key, 0, 12 << 20);
+                engine
+                    .put(0, &key, &value)
+                    .expect("a large put while only the key log's allocations fail");
+                acked.push((key, value));
+            }
+            *seen.lock().expect("lock") =
+                plan.succeeded(Op::Allocate, Files::Named("value.log")) - before;
+            acked
+        },
+        expect,
+    );
+    assert!(
+        *value_log_allocations.lock().expect("lock") > 0,
+        "the value log grew (and allocated) while the key log's allocations failed"
+    );
+    assert!(plan.failed(Op::Allocate, Files::Named("key.log")) > 0);
+    assert_eq!(
+        plan.failed(Op::Allocate, Files::Named("value.log")),
+        0,
+        "only the key log's allocations were failed"
+    );
 }
 
 #[test]
 fn a_full_disk_during_key_log_preallocation_poisons_and_loses_nothing() {
-    fault_poisons_without_loss(|plan| plan.fail_allocations_now(libc::ENOSPC), true);
+    key_log_preallocation_fault(libc::ENOSPC, Expect::DiskFull);
 }
 
 #[test]
 fn an_io_error_during_key_log_preallocation_poisons_and_loses_nothing() {
-    fault_poisons_without_loss(|plan| plan.fail_allocations_now(libc::EIO), false);
+    key_log_preallocation_fault(libc::EIO, Expect::IoError);
+}
+
+#[test]
+fn a_failed_msync_in_sync_durability_poisons_and_loses_nothing() {
+    let plan = fault_poisons_without_loss(
+        Durability::Sync,
+        |_, plan| {
+            plan.fail_now(Op::MappingFlush, Files::All, libc::EIO);
+            Vec::new()
+        },
+        Expect::IoError,
+    );
+    assert!(plan.failed(Op::MappingFlush, Files::All) > 0);
+}
+
+#[test]
+fn a_failed_fdatasync_in_sync_durability_poisons_and_loses_nothing() {
+    let plan = fault_poisons_without_loss(
+        Durability::Sync,
+        |_, plan| {
+            plan.fail_now(Op::SyncData, Files::Named("value.log"), libc::EIO);
+            Vec::new()
+        },
+        Expect::IoError,
+    );
+    assert!(plan.failed(Op::SyncData, Files::Named("value.log")) > 0);
+}
+
+#[test]
+fn a_read_error_fails_that_read_and_leaves_the_data_intact() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = small_config(dir.path(), PARTITIONS);
+    {
+        let engine = StorageEngine::open(config.clone()).expect("open");
+        let (_, err) = put_keys(&engine, 0..300, 500);
+        assert!(err.is_none());
+        // Closing writes every buffer to the value log, so every read below
+        // goes to the file.
+        engine.close().expect("close");
+    }
+    let plan = FaultPlan::new();
+    let engine = StorageEngine::open_with_disk(config.clone(), FaultDisk::new(Arc::clone(&plan)))
+        .expect("reopen");
+    let index = build_index(&engine);
+    plan.fail_now(Op::Read, Files::Named("value.log"), libc::EIO);
+    for i in 0..10 {
+        let key = format!("key-{i:06}").into_bytes();
+        let at = index[&key];
+        let err = engine
+            .read(at.partition, at.offset, at.record_len)
+            .expect_err("a failed read is an error");
+        let message = err.to_string();
+        assert!(
+            matches!(&err, StorageError::Io { source, .. } if source.raw_os_error() == Some(libc::EIO)),
+            "{message}"
+        );
+        assert!(message.contains("reading the value log"), "{message}");
+    }
+    assert_eq!(plan.failed(Op::Read, Files::Named("value.log")), 10);
+    assert!(
+        engine.stats().refusing_writes.is_none(),
+        "a read error does not stop writes"
+    );
+    engine.put(0, b"during", b"read errors").expect("put");
+    plan.stop_failing(Op::Read);
+    let mut expected: Acked = (0..300)
+        .map(|i| {
+            let key = format!("key-{i:06}").into_bytes();
+            let value = value_for(&key, 0, 500);
+            (key, value)
+        })
+        .collect();
+    expected.push((b"during".to_vec(), b"read errors".to_vec()));
+    assert_all_readable(&engine, &expected);
+    drop(engine);
+    let engine = StorageEngine::open(config).expect("reopen");
+    assert_all_readable(&engine, &expected);
 }
 
 #[test]
@@ -135,7 +308,7 @@ fn a_large_write_on_a_full_disk_fails_that_put() {
     )
     .expect("open");
     engine.put(0, b"small", b"fine").expect("put");
-    plan.fail_direct_writes_now(libc::ENOSPC);
+    plan.fail_now(Op::DirectWrite, Files::Named("value.log"), libc::ENOSPC);
     let err = engine
         .put(0, b"large", &vec![7u8; 300_000])
         .expect_err("large write fails");
@@ -153,6 +326,51 @@ fn a_large_write_on_a_full_disk_fails_that_put() {
 }
 
 #[test]
+fn a_batch_whose_large_write_fails_leaves_none_of_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = small_config(dir.path(), PARTITIONS);
+    let plan = FaultPlan::new();
+    {
+        let engine =
+            StorageEngine::open_with_disk(config.clone(), FaultDisk::new(Arc::clone(&plan)))
+                .expect("open");
+        engine.put(0, b"old", b"kept").expect("put");
+        plan.fail_now(Op::DirectWrite, Files::Named("value.log"), libc::EIO);
+        let big = vec![7u8; 300_000];
+        let ops = [
+            WriteOp::Put {
+                key: b"small-before",
+                value: b"1",
+            },
+            WriteOp::Delete { key: b"old" },
+            WriteOp::Put {
+                key: b"large",
+                value: &big,
+            },
+            WriteOp::Put {
+                key: b"small-after",
+                value: b"2",
+            },
+        ];
+        let mut acks = [WriteAck::default(); 4];
+        engine
+            .write(0, None, &ops, &mut acks)
+            .expect_err("the batch's large write fails");
+        let index = build_index(&engine);
+        assert_eq!(get(&engine, &index, b"old").as_deref(), Some(&b"kept"[..]));
+        for key in [&b"small-before"[..], b"large", b"small-after"] {
+            assert!(!index.contains_key(key), "{key:?} of the failed batch");
+        }
+    }
+    let engine = StorageEngine::open(config).expect("reopen");
+    let index = build_index(&engine);
+    assert_eq!(get(&engine, &index, b"old").as_deref(), Some(&b"kept"[..]));
+    for key in [&b"small-before"[..], b"large", b"small-after"] {
+        assert!(!index.contains_key(key), "{key:?} after reopen");
+    }
+}
+
+#[test]
 fn recovery_onto_a_full_disk_opens_read_only_then_recovers_later() {
     let dir = tempfile::tempdir().expect("tempdir");
     let plan = FaultPlan::new();
@@ -163,22 +381,21 @@ fn recovery_onto_a_full_disk_opens_read_only_then_recovers_later() {
         )
         .expect("open");
         // Every flush fails: the data stays in the buffers (acknowledged).
-        plan.fail_direct_writes_now(libc::EIO);
+        plan.fail_now(Op::DirectWrite, Files::Named("value.log"), libc::EIO);
         let (acked, _) = put_until_error(&engine, 0, 1000);
         assert!(!acked.is_empty());
         acked
     };
     {
+        // The O_DIRECT probe at open passes; the buffer replays fail.
         let full = FaultPlan::new();
-        full.direct_write_errno
-            .store(libc::ENOSPC as usize, Ordering::SeqCst);
-        // The O_DIRECT probe at open passes; the buffer replays after it fail.
-        full.fail_direct_writes_from.store(1, Ordering::SeqCst);
+        full.fail_now(Op::DirectWrite, Files::Named("value.log"), libc::ENOSPC);
         let engine = StorageEngine::open_with_disk(
             small_config(dir.path(), PARTITIONS),
-            FaultDisk::new(full),
+            FaultDisk::new(Arc::clone(&full)),
         )
         .expect("a full disk opens read-only, not an error");
+        assert!(full.failed(Op::DirectWrite, Files::Named("value.log")) > 0);
         let refusal = engine.stats().refusing_writes.expect("read-only");
         assert!(refusal.contains("too full to recover"), "{refusal}");
         let err = engine.put(0, b"k", b"v").expect_err("read-only");
@@ -191,6 +408,133 @@ fn recovery_onto_a_full_disk_opens_read_only_then_recovers_later() {
     assert_all_readable(&engine, &acked);
 }
 
+/// How a test damages partition 0's key log between two runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Damage {
+    /// The last frame keeps its first half; the rest never reached the file
+    /// (a torn append).
+    TearLast,
+    /// One byte in the middle of the last frame is flipped.
+    FlipByteInLast,
+    /// One byte in the middle of the frame before the last is flipped; the
+    /// last frame, intact, lies past the cut.
+    FlipByteBeforeAnIntactOne,
+}
+
+fn key_log_of_partition_0(dir: &Path) -> PathBuf {
+    dir.join("p000").join("key.log")
+}
+
+fn keylog_end(engine: &StorageEngine) -> usize {
+    engine.stats().partitions[0].keylog_end as usize
+}
+
+/// Writes a batch of three puts named `{prefix}-a`, `-b`, `-c` into
+/// partition 0 (one key-log frame) and returns them.
+fn put_batch(engine: &StorageEngine, prefix: &str) -> Acked {
+    let batch: Acked = ["a", "b", "c"]
+        .iter()
+        .map(|n| {
+            let key = format!("{prefix}-{n}").into_bytes();
+            let value = value_for(&key, 0, 300);
+            (key, value)
+        })
+        .collect();
+    let ops: Vec<WriteOp<'_>> = batch
+        .iter()
+        .map(|(key, value)| WriteOp::Put { key, value })
+        .collect();
+    let mut acks = vec![WriteAck::default(); ops.len()];
+    engine.write(0, None, &ops, &mut acks).expect("batch");
+    batch
+}
+
+/// Acknowledged writes, then a batch whose frame is damaged on disk: after
+/// a reopen every write before it is readable, none of the batch (nor what
+/// followed it) is served, the log is cut where the frame began and zeroed
+/// after it, and new writes land there and survive another reopen.
+fn a_damaged_key_log_frame_is_cut_off(damage: Damage) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = small_config(dir.path(), PARTITIONS);
+    let (acked, damaged, lost) = {
+        let engine = StorageEngine::open(config.clone()).expect("open");
+        let (acked, err) = put_keys(&engine, 0..200, 300);
+        assert!(err.is_none());
+        let start = keylog_end(&engine);
+        let mut lost: Vec<Vec<u8>> = put_batch(&engine, "torn")
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let damaged = start..keylog_end(&engine);
+        if damage == Damage::FlipByteBeforeAnIntactOne {
+            lost.extend(put_batch(&engine, "past").into_iter().map(|(k, _)| k));
+        }
+        engine.close().expect("close");
+        (acked, damaged, lost)
+    };
+    let path = key_log_of_partition_0(dir.path());
+    let mut bytes = std::fs::read(&path).expect("read the key log");
+    let middle = damaged.start + damaged.len() / 2;
+    match damage {
+        Damage::TearLast => bytes[middle..damaged.end].fill(0),
+        Damage::FlipByteInLast | Damage::FlipByteBeforeAnIntactOne => bytes[middle] ^= 0x40,
+    }
+    std::fs::write(&path, &bytes).expect("write the key log");
+
+    let fresh = {
+        let engine = StorageEngine::open(config.clone()).expect("reopen");
+        let scan = engine.recovery_report()[0].keylog;
+        assert_eq!(
+            scan.end as usize, damaged.start,
+            "cut where the bad frame began"
+        );
+        assert!(scan.zeroed_bytes > 0, "{scan:?}");
+        assert_eq!(keylog_end(&engine), damaged.start);
+        let on_disk = std::fs::read(&path).expect("read the key log");
+        assert!(
+            on_disk[damaged.start..].iter().all(|&b| b == 0),
+            "everything after the cut is zeroed"
+        );
+        assert_all_readable(&engine, &acked);
+        assert_none_served(&engine, &lost);
+        // Keys as long as the damaged batch's: its frame lands exactly where
+        // the damaged one was, so whatever followed that one would line up
+        // after it, were it not zeroed.
+        let fresh = put_batch(&engine, "anew");
+        assert_eq!(
+            keylog_end(&engine),
+            damaged.end,
+            "the new frame took the cut one's place"
+        );
+        engine.close().expect("close");
+        fresh
+    };
+
+    let engine = StorageEngine::open(config).expect("reopen again");
+    let scan = engine.recovery_report()[0].keylog;
+    assert_eq!(scan.zeroed_bytes, 0, "nothing torn after the new writes");
+    assert_eq!(scan.end as usize, damaged.end);
+    assert_all_readable(&engine, &acked);
+    assert_all_readable(&engine, &fresh);
+    assert_none_served(&engine, &lost);
+    engine.put(0, b"and", b"on").expect("writable");
+}
+
+#[test]
+fn a_torn_last_key_log_frame_is_cut_off_and_never_served() {
+    a_damaged_key_log_frame_is_cut_off(Damage::TearLast);
+}
+
+#[test]
+fn a_flipped_byte_in_the_last_key_log_frame_is_cut_off_and_never_served() {
+    a_damaged_key_log_frame_is_cut_off(Damage::FlipByteInLast);
+}
+
+#[test]
+fn frames_after_a_corrupt_key_log_frame_are_zeroed_and_never_come_back() {
+    a_damaged_key_log_frame_is_cut_off(Damage::FlipByteBeforeAnIntactOne);
+}
+
 /// What writers saw before a power cut, per key.
 #[derive(Default)]
 struct CutJournal {
@@ -201,8 +545,14 @@ struct CutJournal {
     in_flight: HashMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
-/// Writers put and delete until the power is cut.
+/// Operations each writer has acknowledged before the power is cut.
+const ACKED_PER_WRITER_BEFORE_CUT: usize = 200;
+
+/// Writers put and delete until the power is cut, which happens once each
+/// of them has had [`ACKED_PER_WRITER_BEFORE_CUT`] operations acknowledged
+/// and while they go on writing.
 fn write_until_power_cut(durability: Durability) -> (tempfile::TempDir, CutJournal) {
+    const WRITERS: usize = 4;
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = PowerCutDisk::new();
     let mut config = small_config(dir.path(), PARTITIONS);
@@ -210,10 +560,12 @@ fn write_until_power_cut(durability: Durability) -> (tempfile::TempDir, CutJourn
     let engine =
         Arc::new(StorageEngine::open_with_disk(config, Arc::clone(&disk) as _).expect("open"));
     let cut = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..4usize)
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(WRITERS);
+    let writers: Vec<_> = (0..WRITERS)
         .map(|t| {
             let engine = Arc::clone(&engine);
             let cut = Arc::clone(&cut);
+            let ready = ready_tx.clone();
             std::thread::spawn(move || {
                 let mut journal = CutJournal::default();
                 for i in 0u64.. {
@@ -232,12 +584,18 @@ fn write_until_power_cut(durability: Durability) -> (tempfile::TempDir, CutJourn
                         break;
                     }
                     journal.acked.insert(key, value);
+                    if i + 1 == ACKED_PER_WRITER_BEFORE_CUT as u64 {
+                        ready.send(()).expect("the test waits for every writer");
+                    }
                 }
                 journal
             })
         })
         .collect();
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    drop(ready_tx);
+    for _ in 0..WRITERS {
+        ready_rx.recv().expect("a writer reached its count");
+    }
     cut.store(true, Ordering::SeqCst);
     disk.cut();
     let mut journal = CutJournal::default();

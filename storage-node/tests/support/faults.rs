@@ -5,71 +5,237 @@
 //! synced.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use storage_node::aligned::AlignedBuf;
+use storage_node::disk::FileLock;
 use storage_node::{Disk, DiskFile, FileKind, IoEngineKind, Mapping, OsDisk};
 
-/// Which operations a [`FaultDisk`] disturbs.
+/// An operation of a [`FaultDisk`] that a [`FaultPlan`] can fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `DiskFile::write_at` on a direct file (the value log, the O_DIRECT
+    /// probe).
+    DirectWrite,
+    /// `DiskFile::allocate`: preallocation of the value log, the key log's
+    /// chunks and the write buffers.
+    Allocate,
+    /// `DiskFile::read_at`.
+    Read,
+    /// `DiskFile::sync_data` (fdatasync).
+    SyncData,
+    /// `Mapping::flush` (msync) of a write buffer or a key-log chunk.
+    MappingFlush,
+}
+
+const OPS: usize = 5;
+
+impl Op {
+    fn index(self) -> usize {
+        match self {
+            Op::DirectWrite => 0,
+            Op::Allocate => 1,
+            Op::Read => 2,
+            Op::SyncData => 3,
+            Op::MappingFlush => 4,
+        }
+    }
+}
+
+/// Which files a fault applies to, or an operation count covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Files {
+    /// Every file.
+    All,
+    /// Files opened as this kind.
+    Kind(FileKind),
+    /// Files of this name in any directory: `"key.log"`, `"value.log"`,
+    /// `"buffer.0"`, `"MANIFEST"`.
+    Named(&'static str),
+}
+
+impl Files {
+    fn matches(&self, file: &FileCounts) -> bool {
+        match *self {
+            Files::All => true,
+            Files::Kind(kind) => file.kind == kind,
+            Files::Named(name) => file.name == name,
+        }
+    }
+}
+
+/// A failure to inject: every matching operation fails with `errno`.
+#[derive(Debug, Clone, Copy)]
+struct Fault {
+    files: Files,
+    errno: i32,
+}
+
+/// How many operations of each kind one opened file has done.
+#[derive(Debug)]
+struct FileCounts {
+    name: OsString,
+    kind: FileKind,
+    succeeded: [AtomicUsize; OPS],
+    failed: [AtomicUsize; OPS],
+}
+
+/// Which operations a [`FaultDisk`] disturbs, and what it has seen.
 #[derive(Debug, Default)]
 pub struct FaultPlan {
     /// Direct (value-log) writes that have started.
     pub direct_writes: AtomicUsize,
-    /// Once this many direct writes have started, the next ones fail with
-    /// `direct_write_errno`.
-    pub fail_direct_writes_from: AtomicUsize,
-    pub direct_write_errno: AtomicUsize,
-    /// Allocations (preallocation of key-log chunks and buffers).
-    pub allocations: AtomicUsize,
-    /// Once this many allocations have happened, the next ones fail with
-    /// `allocate_errno`.
-    pub fail_allocations_from: AtomicUsize,
-    pub allocate_errno: AtomicUsize,
     /// Milliseconds every direct write sleeps before it starts.
     pub direct_write_delay_ms: AtomicUsize,
-    /// Once this many direct writes have started, the next ones never finish
-    /// (the flush hangs until the process is killed).
+    /// Once this many direct writes have started, the next ones wait until
+    /// [`FaultPlan::release_paused_writes`] (the flush hangs, or until the
+    /// process is killed).
     pub pause_direct_writes_from: AtomicUsize,
     /// Opening a file with O_DIRECT fails with EINVAL, as on a file system
     /// without direct I/O (ramfs).
     pub refuse_direct_opens: AtomicBool,
+    /// `Disk::try_lock` answers that another process holds the lock.
+    pub refuse_locks: AtomicBool,
+    /// The failure injected per operation, if any.
+    faults: Mutex<[Option<Fault>; OPS]>,
+    /// Every file opened through the disk, with its counts.
+    files: Mutex<Vec<Arc<FileCounts>>>,
+    /// Direct writes waiting on the pause.
+    paused: Mutex<usize>,
+    pause_changed: Condvar,
 }
 
 impl FaultPlan {
     /// A plan that disturbs nothing (yet).
     pub fn new() -> Arc<Self> {
         let plan = Self::default();
-        plan.fail_direct_writes_from
-            .store(usize::MAX, Ordering::SeqCst);
-        plan.fail_allocations_from
-            .store(usize::MAX, Ordering::SeqCst);
         plan.pause_direct_writes_from
             .store(usize::MAX, Ordering::SeqCst);
         Arc::new(plan)
     }
 
-    /// Fails direct writes from now on with `errno`.
-    pub fn fail_direct_writes_now(&self, errno: i32) {
-        self.direct_write_errno
-            .store(errno as usize, Ordering::SeqCst);
-        let now = self.direct_writes.load(Ordering::SeqCst);
-        self.fail_direct_writes_from.store(now, Ordering::SeqCst);
+    /// From now on, every `op` on `files` fails with `errno` (replacing what
+    /// was injected for `op` before).
+    pub fn fail_now(&self, op: Op, files: Files, errno: i32) {
+        self.faults.lock().expect("faults lock")[op.index()] = Some(Fault { files, errno });
     }
 
-    /// Fails allocations from now on with `errno`.
-    pub fn fail_allocations_now(&self, errno: i32) {
-        self.allocate_errno.store(errno as usize, Ordering::SeqCst);
-        let now = self.allocations.load(Ordering::SeqCst);
-        self.fail_allocations_from.store(now, Ordering::SeqCst);
+    /// From now on, `op` no longer fails.
+    pub fn stop_failing(&self, op: Op) {
+        self.faults.lock().expect("faults lock")[op.index()] = None;
+    }
+
+    /// Fails direct writes to every file from now on with `errno`.
+    pub fn fail_direct_writes_now(&self, errno: i32) {
+        self.fail_now(Op::DirectWrite, Files::All, errno);
+    }
+
+    /// `op`s on `files` that have succeeded so far.
+    pub fn succeeded(&self, op: Op, files: Files) -> usize {
+        self.count(files, |f| &f.succeeded[op.index()])
+    }
+
+    /// `op`s on `files` that have been failed so far.
+    pub fn failed(&self, op: Op, files: Files) -> usize {
+        self.count(files, |f| &f.failed[op.index()])
+    }
+
+    fn count(&self, files: Files, counter: impl Fn(&FileCounts) -> &AtomicUsize) -> usize {
+        self.files
+            .lock()
+            .expect("files lock")
+            .iter()
+            .filter(|f| files.matches(f))
+            .map(|f| counter(f).load(Ordering::SeqCst))
+            .sum()
+    }
+
+    /// Pauses every direct write that starts from now on.
+    pub fn pause_direct_writes_now(&self) {
+        let now = self.direct_writes.load(Ordering::SeqCst);
+        self.pause_direct_writes_from.store(now, Ordering::SeqCst);
+    }
+
+    /// Waits until at least `n` direct writes are paused.
+    pub fn wait_until_paused(&self, n: usize) {
+        let paused = self.paused.lock().expect("pause lock");
+        drop(
+            self.pause_changed
+                .wait_while(paused, |paused| *paused < n)
+                .expect("pause lock"),
+        );
+    }
+
+    /// Lets every paused direct write go on, and pauses no more.
+    pub fn release_paused_writes(&self) {
+        let _paused = self.paused.lock().expect("pause lock");
+        self.pause_direct_writes_from
+            .store(usize::MAX, Ordering::SeqCst);
+        self.pause_changed.notify_all();
+    }
+
+    /// Blocks while direct write number `n` is to be paused.
+    fn pause_if_asked(&self, n: usize) {
+        if n < self.pause_direct_writes_from.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut paused = self.paused.lock().expect("pause lock");
+        *paused += 1;
+        self.pause_changed.notify_all();
+        paused = self
+            .pause_changed
+            .wait_while(paused, |_| {
+                n >= self.pause_direct_writes_from.load(Ordering::SeqCst)
+            })
+            .expect("pause lock");
+        *paused -= 1;
+    }
+
+    /// Runs `op` on `file` unless a fault is injected for it, and counts the
+    /// outcome.
+    fn run<T>(
+        &self,
+        op: Op,
+        file: &FileCounts,
+        inner: impl FnOnce() -> io::Result<T>,
+    ) -> io::Result<T> {
+        let fault = self.faults.lock().expect("faults lock")[op.index()];
+        let result = match fault {
+            Some(fault) if fault.files.matches(file) => {
+                Err(io::Error::from_raw_os_error(fault.errno))
+            }
+            _ => inner(),
+        };
+        let counter = match &result {
+            Ok(_) => &file.succeeded[op.index()],
+            Err(_) => &file.failed[op.index()],
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+        result
+    }
+
+    fn register(&self, path: &Path, kind: FileKind) -> Arc<FileCounts> {
+        let counts = Arc::new(FileCounts {
+            name: path.file_name().map(OsString::from).unwrap_or_default(),
+            kind,
+            succeeded: Default::default(),
+            failed: Default::default(),
+        });
+        self.files
+            .lock()
+            .expect("files lock")
+            .push(Arc::clone(&counts));
+        counts
     }
 }
 
-/// Implements the `Disk` methods other than `open` by passing them to the
-/// wrapped disk in field `$inner`: a wrapping disk writes only its `open`.
+/// Implements the `Disk` methods other than `open` and `try_lock` by
+/// passing them to the wrapped disk in field `$inner`.
 macro_rules! delegate_disk {
     ($inner:ident) => {
         fn create_dir_all(&self, path: &::std::path::Path) -> ::std::io::Result<()> {
@@ -87,6 +253,15 @@ macro_rules! delegate_disk {
         }
         fn remove_file(&self, path: &::std::path::Path) -> ::std::io::Result<()> {
             self.$inner.remove_file(path)
+        }
+        fn exists(&self, path: &::std::path::Path) -> ::std::io::Result<bool> {
+            self.$inner.exists(path)
+        }
+        fn list_dir(
+            &self,
+            path: &::std::path::Path,
+        ) -> ::std::io::Result<::std::vec::Vec<::std::ffi::OsString>> {
+            self.$inner.list_dir(path)
         }
         fn io_engine(&self) -> ::storage_node::IoEngineKind {
             self.$inner.io_engine()
@@ -118,54 +293,61 @@ impl Disk for FaultDisk {
         Ok(Arc::new(FaultFile {
             inner,
             kind,
+            counts: self.plan.register(path, kind),
             plan: Arc::clone(&self.plan),
         }))
     }
+
+    fn try_lock(&self, path: &Path) -> io::Result<FileLock> {
+        if self.plan.refuse_locks.load(Ordering::SeqCst) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "held by another process (injected)",
+            ));
+        }
+        self.inner.try_lock(path)
+    }
+
     delegate_disk!(inner);
 }
 
 struct FaultFile {
     inner: Arc<dyn DiskFile>,
     kind: FileKind,
+    counts: Arc<FileCounts>,
     plan: Arc<FaultPlan>,
 }
 
 impl DiskFile for FaultFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.inner.read_at(buf, offset)
+        self.plan
+            .run(Op::Read, &self.counts, || self.inner.read_at(buf, offset))
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if self.kind == FileKind::Direct {
-            let n = self.plan.direct_writes.fetch_add(1, Ordering::SeqCst);
-            let delay = self.plan.direct_write_delay_ms.load(Ordering::SeqCst);
-            if delay > 0 {
-                std::thread::sleep(Duration::from_millis(delay as u64));
-            }
-            if n >= self.plan.pause_direct_writes_from.load(Ordering::SeqCst) {
-                loop {
-                    std::thread::park();
-                }
-            }
-            if n >= self.plan.fail_direct_writes_from.load(Ordering::SeqCst) {
-                let errno = self.plan.direct_write_errno.load(Ordering::SeqCst) as i32;
-                return Err(io::Error::from_raw_os_error(errno));
-            }
+        if self.kind != FileKind::Direct {
+            return self.inner.write_at(buf, offset);
         }
-        self.inner.write_at(buf, offset)
+        let n = self.plan.direct_writes.fetch_add(1, Ordering::SeqCst);
+        let delay = self.plan.direct_write_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            std::thread::sleep(Duration::from_millis(delay as u64));
+        }
+        self.plan.pause_if_asked(n);
+        self.plan.run(Op::DirectWrite, &self.counts, || {
+            self.inner.write_at(buf, offset)
+        })
     }
 
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
-        let n = self.plan.allocations.fetch_add(1, Ordering::SeqCst);
-        if n >= self.plan.fail_allocations_from.load(Ordering::SeqCst) {
-            let errno = self.plan.allocate_errno.load(Ordering::SeqCst) as i32;
-            return Err(io::Error::from_raw_os_error(errno));
-        }
-        self.inner.allocate(offset, len)
+        self.plan.run(Op::Allocate, &self.counts, || {
+            self.inner.allocate(offset, len)
+        })
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        self.inner.sync_data()
+        self.plan
+            .run(Op::SyncData, &self.counts, || self.inner.sync_data())
     }
 
     fn len_bytes(&self) -> io::Result<u64> {
@@ -173,7 +355,34 @@ impl DiskFile for FaultFile {
     }
 
     fn map(&self, offset: u64, len: usize) -> io::Result<Box<dyn Mapping>> {
-        self.inner.map(offset, len)
+        Ok(Box::new(FaultMapping {
+            inner: self.inner.map(offset, len)?,
+            counts: Arc::clone(&self.counts),
+            plan: Arc::clone(&self.plan),
+        }))
+    }
+}
+
+/// A real mapping whose `flush` (msync) a plan can fail.
+struct FaultMapping {
+    inner: Box<dyn Mapping>,
+    counts: Arc<FileCounts>,
+    plan: Arc<FaultPlan>,
+}
+
+impl Mapping for FaultMapping {
+    fn as_ptr(&self) -> *mut u8 {
+        self.inner.as_ptr()
+    }
+
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn flush(&self, offset: usize, len: usize) -> io::Result<()> {
+        self.plan.run(Op::MappingFlush, &self.counts, || {
+            self.inner.flush(offset, len)
+        })
     }
 }
 
@@ -212,6 +421,11 @@ impl Disk for PowerCutDisk {
             pending: Mutex::new(BTreeMap::new()),
         }))
     }
+
+    fn try_lock(&self, path: &Path) -> io::Result<FileLock> {
+        self.inner.try_lock(path)
+    }
+
     delegate_disk!(inner);
 }
 
