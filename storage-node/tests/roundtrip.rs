@@ -109,6 +109,11 @@ fn many_writes_cross_buffers_and_key_log_chunks() {
             stats.partitions.iter().all(|p| p.flushes > 3),
             "buffers were flushed: {stats:?}"
         );
+        let chunk = engine.manifest().keylog_chunk_bytes as u64;
+        assert!(
+            stats.partitions.iter().all(|p| p.keylog_end > chunk),
+            "every key log went past its first chunk: {stats:?}"
+        );
         let index = build_index(&engine);
         for (i, key) in keys.iter().enumerate() {
             assert_eq!(
@@ -129,7 +134,7 @@ fn many_writes_cross_buffers_and_key_log_chunks() {
 }
 
 #[test]
-fn a_batch_is_one_unit_with_one_sequence_each() {
+fn a_batch_gets_one_sequence_per_op_in_op_order() {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = open(dir.path());
     engine.put(0, b"old", b"x").expect("put");
@@ -220,7 +225,12 @@ fn range_reads_include_buffered_records_and_stop_at_the_committed_end() {
         expected.push((key, value));
     }
     let index = build_index(&engine);
-    let committed = engine.stats().partitions[1].committed_end;
+    let stats = engine.stats().partitions[1].clone();
+    let committed = stats.committed_end;
+    assert!(
+        stats.flushes > 0 && stats.flushed_bytes < committed,
+        "part of the log is on disk and part still in a buffer: {stats:?}"
+    );
     let range = engine.read_range(1, 0, 16 << 20).expect("range");
     assert_eq!(range.committed_end, committed);
     assert_eq!(
@@ -412,4 +422,36 @@ fn a_second_process_is_refused_by_the_lock() {
     drop(engine);
     // Once the first process lets go, the directory opens again.
     assert_eq!(child_opens(), Some(0));
+}
+
+#[test]
+fn the_data_directory_lock_is_taken_through_the_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plan = FaultPlan::new();
+    plan.refuse_locks.store(true, Ordering::SeqCst);
+    let err = StorageEngine::open_with_disk(small_config(dir.path(), 4), FaultDisk::new(plan))
+        .err()
+        .expect("a lock held elsewhere refuses the open");
+    assert!(matches!(err, StorageError::Locked { .. }), "{err}");
+    assert!(
+        !dir.path().join("MANIFEST").exists(),
+        "nothing is created without the lock"
+    );
+}
+
+#[test]
+fn a_new_store_is_not_created_in_a_directory_holding_other_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("notes.txt"), b"not SplitKV's").expect("write");
+    let err = StorageEngine::open(small_config(dir.path(), 4))
+        .err()
+        .expect("a foreign directory is refused");
+    let message = err.to_string();
+    assert!(matches!(err, StorageError::Manifest { .. }), "{message}");
+    assert!(message.contains("notes.txt"), "{message}");
+    assert!(!dir.path().join("MANIFEST").exists());
+    assert_eq!(
+        std::fs::read(dir.path().join("notes.txt")).expect("read"),
+        b"not SplitKV's"
+    );
 }

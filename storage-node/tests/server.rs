@@ -2,6 +2,8 @@
 //! loopback with real certificates: round trips, fencing, refusal of
 //! strangers, deadlines, restarts, and bad input from the network.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,7 +20,8 @@ use splitkv_common::record::{self, EntryKind, Frame};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{Server, ServerConfig};
-use storage_node::{EngineConfig, StorageEngine};
+use storage_node::{Disk, EngineConfig, IoEngineKind, OsDisk, StorageEngine};
+use support::faults::{FaultDisk, FaultPlan};
 use tokio::sync::oneshot;
 
 /// A storage node served from a runtime of the test's own.
@@ -31,11 +34,22 @@ struct Node {
 
 impl Node {
     async fn start(data: &Path, certs: &Path, listen: SocketAddr) -> Node {
+        Self::start_on(
+            data,
+            certs,
+            listen,
+            Arc::new(OsDisk::new(IoEngineKind::Uring)),
+        )
+        .await
+    }
+
+    /// A node whose engine reaches its files through `disk`.
+    async fn start_on(data: &Path, certs: &Path, listen: SocketAddr, disk: Arc<dyn Disk>) -> Node {
         let mut config = EngineConfig::new(data);
         config.partitions = 4;
         config.buffer_bytes = 256 << 10;
         config.limits.max_value_bytes = 4 << 20;
-        let engine = Arc::new(StorageEngine::open(config).expect("open engine"));
+        let engine = Arc::new(StorageEngine::open_with_disk(config, disk).expect("open engine"));
         let identity = NodeIdentity::load(&certs.join("storage")).expect("storage identity");
         let server = Server::bind(
             Arc::clone(&engine),
@@ -59,13 +73,20 @@ impl Node {
         }
     }
 
-    async fn shutdown(mut self) {
+    /// Stops the server, which closes every connection; the engine stays
+    /// open.
+    async fn stop_serving(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
+    }
+
+    /// Stops the server and closes the engine.
+    async fn shutdown(mut self) {
+        self.stop_serving().await;
         let engine = Arc::clone(&self.engine);
         tokio::task::spawn_blocking(move || engine.close().expect("close"))
             .await
@@ -242,8 +263,16 @@ async fn a_client_with_a_certificate_from_another_ca_gets_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
+    const PARTITIONS: usize = 4;
     let cluster = cluster();
-    let node = Node::start(&cluster.data, &cluster.certs, any_port()).await;
+    let plan = FaultPlan::new();
+    let mut node = Node::start_on(
+        &cluster.data,
+        &cluster.certs,
+        any_port(),
+        FaultDisk::new(Arc::clone(&plan)),
+    )
+    .await;
     let addr = node.addr;
     let client = Arc::new(
         StorageClient::connect(client_config(&cluster, addr))
@@ -253,9 +282,35 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
     let before = call(client.put(0, b"before", b"restart"))
         .await
         .expect("put");
-    node.shutdown().await;
 
-    // While the node is down, requests fail rather than hang.
+    // Value-log writes pause from now on. A put too large for a write
+    // buffer waits for a write of its own, so every connection's large put
+    // stays on the node, and the small put sent after it on the same
+    // connection waits behind it.
+    plan.pause_direct_writes_now();
+    let large = vec![0x33u8; 512 << 10];
+    let mut in_flight = Vec::new();
+    for partition in 0..PARTITIONS {
+        in_flight.push(client.put(partition, b"large", &large).expect("sent"));
+        in_flight.push(client.put(partition, b"small", b"behind").expect("sent"));
+    }
+    let paused = Arc::clone(&plan);
+    tokio::task::spawn_blocking(move || paused.wait_until_paused(PARTITIONS))
+        .await
+        .expect("every connection's large put reached the disk");
+
+    // The node goes away while all of them are outstanding: each gets an
+    // error at once, none waits for its deadline.
+    node.stop_serving().await;
+    for (i, pending) in in_flight.into_iter().enumerate() {
+        let err = pending.wait().await.expect_err("the node went away");
+        assert!(
+            matches!(err, ClientError::ConnectionLost { .. }),
+            "request {i}, sent before the node went away: {err}"
+        );
+    }
+
+    // While the node is down, new requests fail rather than hang.
     let started = std::time::Instant::now();
     let err = call(client.put(0, b"during", b"outage"))
         .await
@@ -274,16 +329,20 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
         "{err}"
     );
 
+    plan.release_paused_writes();
+    node.shutdown().await;
     let node = Node::start(&cluster.data, &cluster.certs, addr).await;
-    client
-        .wait_up(0, Duration::from_secs(10))
-        .await
-        .expect("reconnects");
-    assert!(client.generation(0) >= 1);
-    let after = call(client.put(0, b"after", b"restart"))
-        .await
-        .expect("put after restart");
-    assert!(after.seq > before.seq);
+    for partition in 0..PARTITIONS {
+        client
+            .wait_up(partition, Duration::from_secs(10))
+            .await
+            .expect("reconnects");
+        assert!(client.generation(partition) >= 1);
+        let after = call(client.put(partition, b"after", b"restart"))
+            .await
+            .expect("put after restart");
+        assert!(after.seq > before.seq);
+    }
     let record = call(client.get(0, before.offset, record::value_record_len(6, 7)))
         .await
         .expect("old data");
