@@ -148,11 +148,9 @@ pub(crate) struct UringEngine {
 
 const RING_ENTRIES: u32 = 64;
 
-/// Write requests waiting for the ring thread to take them, at most. Each
-/// caller has one request outstanding (it blocks until its write
-/// completes), so this bounds the queue when more callers than this write
-/// at once; a caller that finds the queue full blocks until the ring thread
-/// drains it.
+/// Write requests handed to the ring thread and not yet taken by it, at
+/// most. A caller that finds the queue full blocks in `send` until the ring
+/// thread takes requests (each time it wakes it takes every queued one).
 pub(crate) const MAX_QUEUED_WRITES: usize = 64;
 const WAKE_TOKEN: u64 = u64::MAX;
 
