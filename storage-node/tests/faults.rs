@@ -278,6 +278,10 @@ fn a_read_error_fails_that_read_and_leaves_the_data_intact() {
         assert!(message.contains("reading the value log"), "{message}");
     }
     assert_eq!(plan.failed(Op::Read, Files::Named("value.log")), 10);
+    let err = engine
+        .read_range(0, 0, 64 << 10)
+        .expect_err("a failed range read is an error");
+    assert!(matches!(err, StorageError::Io { .. }), "{err}");
     assert!(
         engine.stats().refusing_writes.is_none(),
         "a read error does not stop writes"
@@ -293,9 +297,31 @@ fn a_read_error_fails_that_read_and_leaves_the_data_intact() {
         .collect();
     expected.push((b"during".to_vec(), b"read errors".to_vec()));
     assert_all_readable(&engine, &expected);
+    let range = engine.read_range(0, 0, 64 << 10).expect("range read");
+    assert_eq!(range.bytes().len(), 64 << 10);
     drop(engine);
     let engine = StorageEngine::open(config).expect("reopen");
     assert_all_readable(&engine, &expected);
+}
+
+#[test]
+fn an_unreadable_manifest_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = small_config(dir.path(), PARTITIONS);
+    StorageEngine::open(config.clone())
+        .expect("create")
+        .close()
+        .expect("close");
+    let plan = FaultPlan::new();
+    plan.fail_now(Op::Read, Files::Named("MANIFEST"), libc::EIO);
+    let err = StorageEngine::open_with_disk(config.clone(), FaultDisk::new(plan))
+        .err()
+        .expect("an unreadable manifest refuses the open");
+    let message = err.to_string();
+    assert!(matches!(err, StorageError::Manifest { .. }), "{message}");
+    assert!(message.contains("MANIFEST"), "{message}");
+    assert!(message.contains("Input/output error"), "{message}");
+    StorageEngine::open(config).expect("opens once the manifest reads");
 }
 
 #[test]
@@ -453,12 +479,15 @@ fn put_batch(engine: &StorageEngine, prefix: &str) -> Acked {
 /// a reopen every write before it is readable, none of the batch (nor what
 /// followed it) is served, the log is cut where the frame began and zeroed
 /// after it, and new writes land there and survive another reopen.
-fn a_damaged_key_log_frame_is_cut_off(damage: Damage) {
+///
+/// `puts_before` puts (half of them in partition 0) come before the batch,
+/// which puts it in key-log chunk `chunk`.
+fn a_damaged_key_log_frame_is_cut_off(damage: Damage, puts_before: usize, chunk: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = small_config(dir.path(), PARTITIONS);
     let (acked, damaged, lost) = {
         let engine = StorageEngine::open(config.clone()).expect("open");
-        let (acked, err) = put_keys(&engine, 0..200, 300);
+        let (acked, err) = put_keys(&engine, 0..puts_before, 300);
         assert!(err.is_none());
         let start = keylog_end(&engine);
         let mut lost: Vec<Vec<u8>> = put_batch(&engine, "torn")
@@ -466,6 +495,11 @@ fn a_damaged_key_log_frame_is_cut_off(damage: Damage) {
             .map(|(k, _)| k)
             .collect();
         let damaged = start..keylog_end(&engine);
+        assert_eq!(
+            start / config.keylog_chunk_bytes,
+            chunk,
+            "the batch's chunk"
+        );
         if damage == Damage::FlipByteBeforeAnIntactOne {
             lost.extend(put_batch(&engine, "past").into_iter().map(|(k, _)| k));
         }
@@ -522,17 +556,17 @@ fn a_damaged_key_log_frame_is_cut_off(damage: Damage) {
 
 #[test]
 fn a_torn_last_key_log_frame_is_cut_off_and_never_served() {
-    a_damaged_key_log_frame_is_cut_off(Damage::TearLast);
+    a_damaged_key_log_frame_is_cut_off(Damage::TearLast, 200, 0);
 }
 
 #[test]
 fn a_flipped_byte_in_the_last_key_log_frame_is_cut_off_and_never_served() {
-    a_damaged_key_log_frame_is_cut_off(Damage::FlipByteInLast);
+    a_damaged_key_log_frame_is_cut_off(Damage::FlipByteInLast, 200, 0);
 }
 
 #[test]
 fn frames_after_a_corrupt_key_log_frame_are_zeroed_and_never_come_back() {
-    a_damaged_key_log_frame_is_cut_off(Damage::FlipByteBeforeAnIntactOne);
+    a_damaged_key_log_frame_is_cut_off(Damage::FlipByteBeforeAnIntactOne, 200, 0);
 }
 
 /// What writers saw before a power cut, per key.
@@ -653,4 +687,11 @@ fn mmap_durability_does_not_survive_a_power_cut() {
         lost > 0,
         "a power cut in mmap mode lost nothing: the simulation is not cutting"
     );
+}
+
+#[test]
+fn a_torn_frame_in_a_later_key_log_chunk_is_cut_off_there() {
+    // 16 KiB chunks of 48-byte frames: 800 puts put partition 0's batch in
+    // its second chunk, after a padding frame.
+    a_damaged_key_log_frame_is_cut_off(Damage::TearLast, 800, 1);
 }

@@ -331,6 +331,12 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
 
     plan.release_paused_writes();
     node.shutdown().await;
+    // The released puts may still hold the engine for a moment; the node
+    // restarts once the engine, and with it the directory's lock, is gone.
+    let unlocked = Arc::clone(&plan);
+    tokio::task::spawn_blocking(move || unlocked.wait_until_unlocked())
+        .await
+        .expect("the engine lets go of the data directory");
     let node = Node::start(&cluster.data, &cluster.certs, addr).await;
     for partition in 0..PARTITIONS {
         client

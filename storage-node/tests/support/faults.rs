@@ -108,6 +108,9 @@ pub struct FaultPlan {
     /// Direct writes waiting on the pause.
     paused: Mutex<usize>,
     pause_changed: Condvar,
+    /// Locks taken through the disk and not yet released.
+    locks_held: Mutex<usize>,
+    locks_changed: Condvar,
 }
 
 impl FaultPlan {
@@ -177,6 +180,27 @@ impl FaultPlan {
         self.pause_direct_writes_from
             .store(usize::MAX, Ordering::SeqCst);
         self.pause_changed.notify_all();
+    }
+
+    /// Waits until every lock taken through the disk has been released:
+    /// after this, the engine that took the data directory's lock is gone
+    /// and the directory can be opened again.
+    pub fn wait_until_unlocked(&self) {
+        let held = self.locks_held.lock().expect("locks lock");
+        drop(
+            self.locks_changed
+                .wait_while(held, |held| *held > 0)
+                .expect("locks lock"),
+        );
+    }
+
+    fn lock_taken(&self) {
+        *self.locks_held.lock().expect("locks lock") += 1;
+    }
+
+    fn lock_released(&self) {
+        *self.locks_held.lock().expect("locks lock") -= 1;
+        self.locks_changed.notify_all();
     }
 
     /// Blocks while direct write number `n` is to be paused.
@@ -305,10 +329,28 @@ impl Disk for FaultDisk {
                 "held by another process (injected)",
             ));
         }
-        self.inner.try_lock(path)
+        let lock = self.inner.try_lock(path)?;
+        self.plan.lock_taken();
+        Ok(FileLock::new(CountedLock {
+            lock: Some(lock),
+            plan: Arc::clone(&self.plan),
+        }))
     }
 
     delegate_disk!(inner);
+}
+
+/// A lock of the real disk that tells the plan once it is released.
+struct CountedLock {
+    lock: Option<FileLock>,
+    plan: Arc<FaultPlan>,
+}
+
+impl Drop for CountedLock {
+    fn drop(&mut self) {
+        drop(self.lock.take());
+        self.plan.lock_released();
+    }
 }
 
 struct FaultFile {
