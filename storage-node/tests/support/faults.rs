@@ -300,6 +300,7 @@ pub struct FaultDisk {
 }
 
 impl FaultDisk {
+    /// The real disk (io_uring unless refused), disturbed as `plan` says.
     pub fn new(plan: Arc<FaultPlan>) -> Arc<Self> {
         Arc::new(Self {
             inner: OsDisk::new(IoEngineKind::Uring),
@@ -439,6 +440,7 @@ pub struct PowerCutDisk {
 }
 
 impl PowerCutDisk {
+    /// The real disk (pwrite for O_DIRECT), with the power still on.
     pub fn new() -> Arc<Self> {
         Arc::new(Self {
             inner: OsDisk::new(IoEngineKind::Psync),
