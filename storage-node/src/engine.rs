@@ -1,101 +1,33 @@
-//! The storage engine: a data directory of partitions, the global sequence
-//! counter, the writer epoch, and the poison flag.
+//! The storage engine: a data directory of partitions and the node-wide
+//! state they share (see [`crate::node_state`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
-use splitkv_common::message::WriteAck;
+use splitkv_common::message::{PartitionReport, WireError, WriteAck};
 
-use crate::aligned::BufferPool;
-use crate::config::{Durability, EngineConfig, Limits};
+use crate::config::{Durability, Limits, StorageConfig};
 use crate::disk::{Disk, OsDisk};
 use crate::error::{Result, StorageError};
 use crate::manifest::{DirLock, EpochFile, Manifest};
-use crate::partition::{Partition, WriteOp};
-use crate::read::{ExportProgress, RangeRead, RecordBytes};
+use crate::node_state::{NodeSettings, NodeState};
+use crate::partition::{
+    ExportProgress, Partition, RangeRead, RecordBytes, Submitted, WriteCompletion, WriteOp,
+    WriteRequest,
+};
 use crate::recovery::{self, PartitionRecovery};
 use crate::uring::IoEngineKind;
 
 /// Range-read buffers kept for reuse (up to 16 MiB each).
 const RANGE_BUFFERS_KEPT: usize = 4;
 
-/// State shared by all partitions.
-pub(crate) struct Shared {
-    next_seq: AtomicU64,
-    pub(crate) epoch: AtomicU64,
-    poisoned: AtomicBool,
-    poison_reason: Mutex<Option<String>>,
-    read_only: Option<String>,
-    pub(crate) durability: Durability,
-    pub(crate) limits: Limits,
-    pub(crate) keylog_chunk_bytes: usize,
-    /// Buffers for range reads, reused across requests.
-    pub(crate) range_buffers: Arc<BufferPool>,
-}
-
-impl Shared {
-    /// Hands out the next global sequence number.
-    pub(crate) fn next_seq(&self) -> u64 {
-        self.next_seq.fetch_add(1, Ordering::Relaxed)
-    }
-
-    pub(crate) fn poisoned(&self) -> bool {
-        self.poisoned.load(Ordering::Acquire)
-    }
-
-    /// Refuses further writes after `err` (the first reason is kept).
-    pub(crate) fn poison(&self, err: &StorageError) {
-        let mut reason = self.poison_reason.lock();
-        if reason.is_none() {
-            tracing::error!("storage engine refuses writes from now on: {err}");
-            *reason = Some(err.to_string());
-        }
-        self.poisoned.store(true, Ordering::Release);
-    }
-
-    pub(crate) fn check_writable(&self) -> Result<()> {
-        if let Some(reason) = &self.read_only {
-            return Err(StorageError::ReadOnly {
-                reason: reason.clone(),
-            });
-        }
-        if self.poisoned() {
-            let reason = self.poison_reason.lock().clone().unwrap_or_default();
-            return Err(StorageError::Poisoned { reason });
-        }
-        Ok(())
-    }
-}
-
-/// A snapshot of one partition's state and activity.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PartitionStats {
-    /// Puts acknowledged since open.
-    pub puts: u64,
-    /// Deletes acknowledged since open.
-    pub deletes: u64,
-    /// Value bytes acknowledged since open.
-    pub value_bytes: u64,
-    /// Buffers written to the value log since open.
-    pub flushes: u64,
-    /// Bytes those flushes wrote.
-    pub flushed_bytes: u64,
-    /// Records written in regions of their own (too large for a buffer).
-    pub large_writes: u64,
-    /// The committed end of the value log.
-    pub committed_end: u64,
-    /// The end of the key log.
-    pub keylog_end: u64,
-}
-
-/// A snapshot of the engine's state.
+/// A snapshot of the storage engine's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EngineStats {
+pub struct StorageStats {
     /// Per partition, in order.
-    pub partitions: Vec<PartitionStats>,
+    pub partitions: Vec<PartitionReport>,
     /// The engine carrying O_DIRECT writes.
     pub io_engine: IoEngineKind,
     /// What acknowledgements guarantee.
@@ -116,11 +48,11 @@ pub struct EngineStats {
 /// epoch, the poison state (one partition's failed flush or sync refuses
 /// writes to all), the pool of range-read buffers, and the disk's I/O
 /// engine (one io_uring thread carries every partition's O_DIRECT
-/// writes).
+/// writes). Each partition has a flusher thread and a writer thread (for
+/// submitted writes that had to wait).
 pub struct StorageEngine {
-    shared: Arc<Shared>,
+    node: Arc<NodeState>,
     partitions: Vec<Arc<Partition>>,
-    flushers: Mutex<Vec<JoinHandle<()>>>,
     epoch_file: Mutex<EpochFile>,
     disk: Arc<dyn Disk>,
     manifest: Manifest,
@@ -132,7 +64,7 @@ pub struct StorageEngine {
 impl StorageEngine {
     /// Opens (or creates) the data directory of `config` on the real file
     /// system, with the configured I/O engine.
-    pub fn open(config: EngineConfig) -> Result<Self> {
+    pub fn open(config: StorageConfig) -> Result<Self> {
         let disk = Arc::new(OsDisk::new(config.io_engine));
         Self::open_with_disk(config, disk)
     }
@@ -141,7 +73,7 @@ impl StorageEngine {
     ///
     /// Recovers every partition (see [`crate::recovery`]): after this
     /// returns, every write acknowledged before a crash is readable.
-    pub fn open_with_disk(config: EngineConfig, disk: Arc<dyn Disk>) -> Result<Self> {
+    pub fn open_with_disk(config: StorageConfig, disk: Arc<dyn Disk>) -> Result<Self> {
         let dir = config.data_dir.clone();
         disk.create_dir_all(&dir)
             .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
@@ -163,40 +95,20 @@ impl StorageEngine {
         if let Some(reason) = &read_only {
             tracing::error!("opening {} read-only: {reason}", dir.display());
         }
-        let shared = Arc::new(Shared {
-            next_seq: AtomicU64::new(max_seq + 1),
-            epoch: AtomicU64::new(epoch),
-            poisoned: AtomicBool::new(false),
-            poison_reason: Mutex::new(None),
+        let node = Arc::new(NodeState::new(NodeSettings {
+            next_seq: max_seq + 1,
+            writer_epoch: epoch,
             read_only,
             durability: config.durability,
             limits: config.limits,
             keylog_chunk_bytes: manifest.keylog_chunk_bytes,
-            range_buffers: BufferPool::new(RANGE_BUFFERS_KEPT),
-        });
+            range_buffers_kept: RANGE_BUFFERS_KEPT,
+        }));
         let mut partitions = Vec::with_capacity(recovered.len());
         let mut reports = Vec::with_capacity(recovered.len());
         for (id, r) in recovered.into_iter().enumerate() {
             reports.push(r.report);
-            partitions.push(Arc::new(Partition::new(
-                id,
-                Arc::clone(&shared),
-                r.vlog,
-                r.buffers,
-                r.state,
-                r.vlog_allocated,
-            )));
-        }
-        let mut flushers = Vec::new();
-        if shared.read_only.is_none() {
-            for partition in &partitions {
-                let partition = Arc::clone(partition);
-                let handle = std::thread::Builder::new()
-                    .name(format!("flush-p{}", partition.id))
-                    .spawn(move || partition.run_flusher())
-                    .map_err(|e| StorageError::io("starting a flusher thread", e))?;
-                flushers.push(handle);
-            }
+            partitions.push(Partition::open(id, Arc::clone(&node), r.parts)?);
         }
         tracing::info!(
             dir = %dir.display(),
@@ -207,9 +119,8 @@ impl StorageEngine {
             "storage engine open"
         );
         Ok(Self {
-            shared,
+            node,
             partitions,
-            flushers: Mutex::new(flushers),
             epoch_file: Mutex::new(epoch_file),
             disk,
             manifest,
@@ -220,13 +131,13 @@ impl StorageEngine {
     }
 
     fn partition(&self, partition: usize) -> Result<&Partition> {
-        self.partitions
-            .get(partition)
-            .map(|p| &**p)
-            .ok_or(StorageError::NoSuchPartition {
-                partition,
-                count: self.partitions.len(),
-            })
+        self.partitions.get(partition).map(|p| &**p).ok_or_else(|| {
+            WireError::NoSuchPartition {
+                partition: partition as u32,
+                count: self.partitions.len() as u32,
+            }
+            .into()
+        })
     }
 
     /// Number of partitions.
@@ -251,7 +162,7 @@ impl StorageEngine {
 
     /// Key and value limits.
     pub fn limits(&self) -> Limits {
-        self.shared.limits
+        self.node.limits
     }
 
     /// Puts `key` = `value` into `partition` and returns its sequence number
@@ -269,16 +180,19 @@ impl StorageEngine {
         Ok(ack[0].seq)
     }
 
-    /// Applies `ops` to `partition` as one unit and writes one
-    /// acknowledgement (sequence number and value-log offset) per op into
-    /// `acks`.
+    /// Applies `ops` to `partition` as one unit, on the calling thread
+    /// (waiting for a free buffer, a large write or a sync as needed), and
+    /// writes one acknowledgement (sequence number and value-log offset) per
+    /// op into `acks`.
     ///
     /// Guarantees on return: every op is in the key log, after every write
     /// acknowledged before it in this partition; in `mmap` durability it
     /// survives the death of this process, in `sync` durability a power
     /// loss. After a crash either all ops of the unit are there or none.
-    /// With `epoch`, the write is refused with [`StorageError::Fenced`] if a
-    /// newer writer epoch has begun.
+    /// With `epoch`, the write is refused with [`WireError::Fenced`] if a
+    /// newer writer epoch has begun. It takes its place in the partition's
+    /// log when it takes the partition lock, which may be ahead of writes
+    /// waiting in the partition's queue (see [`StorageEngine::submit_write`]).
     pub fn write(
         &self,
         partition: usize,
@@ -286,21 +200,46 @@ impl StorageEngine {
         ops: &[WriteOp<'_>],
         acks: &mut [WriteAck],
     ) -> Result<()> {
-        self.partition(partition)?.write(ops, epoch, acks, true)
+        self.partition(partition)?.write(ops, epoch, acks)
     }
 
-    /// Like [`StorageEngine::write`], but never waits: where `write` would
-    /// wait for a buffer to be flushed, write a record too large for a
-    /// buffer, or sync, it returns [`StorageError::WouldBlock`] having
-    /// committed nothing, so an async caller can retry on a blocking thread.
-    pub fn try_write(
+    /// Hands `request` over to `partition`, without blocking on the disk:
+    /// it is applied at once when no submitted write of the partition waits
+    /// before it and it needs no waiting ([`Submitted::Done`]; `done` is not
+    /// called), else it waits in the partition's bounded queue for the
+    /// partition's writer thread, which calls `done` with its outcome
+    /// ([`Submitted::Queued`]). If that queue is full, nothing is done and
+    /// both come back ([`Submitted::QueueFull`]; see
+    /// [`StorageEngine::queue_write`]).
+    ///
+    /// Writes submitted to one partition commit in the order they were
+    /// submitted and are acknowledged in log order, with the guarantees of
+    /// [`StorageEngine::write`].
+    pub fn submit_write(
         &self,
         partition: usize,
         epoch: Option<u64>,
-        ops: &[WriteOp<'_>],
-        acks: &mut [WriteAck],
+        request: WriteRequest,
+        done: WriteCompletion,
+    ) -> Submitted {
+        match self.partition(partition) {
+            Ok(p) => p.submit(epoch, request, done),
+            Err(e) => Submitted::Done(Err(e)),
+        }
+    }
+
+    /// Puts `request` into `partition`'s queue, blocking while the queue is
+    /// full, behind every write submitted before it; the partition's writer
+    /// thread calls `done` with the outcome. Returns once it is queued, or
+    /// the refusal (then `done` is dropped uncalled).
+    pub fn queue_write(
+        &self,
+        partition: usize,
+        epoch: Option<u64>,
+        request: WriteRequest,
+        done: WriteCompletion,
     ) -> Result<()> {
-        self.partition(partition)?.write(ops, epoch, acks, false)
+        self.partition(partition)?.queue_write(epoch, request, done)
     }
 
     /// Reads the record at `offset` of `len` bytes in `partition`, verifying
@@ -345,56 +284,36 @@ impl StorageEngine {
     /// lock has been passed after the new epoch was stored.
     pub fn begin_writer_epoch(&self) -> Result<u64> {
         let file = self.epoch_file.lock();
-        let next = self.shared.epoch.load(Ordering::Acquire) + 1;
+        let next = self.node.writer_epoch() + 1;
         file.store(next)?;
-        self.shared.epoch.store(next, Ordering::Release);
+        self.node.set_writer_epoch(next);
         for partition in &self.partitions {
-            drop(partition.state.lock());
+            partition.fence_barrier();
         }
         Ok(next)
     }
 
     /// The current writer epoch.
     pub fn writer_epoch(&self) -> u64 {
-        self.shared.epoch.load(Ordering::Acquire)
+        self.node.writer_epoch()
     }
 
     /// A snapshot of counters and state.
-    pub fn stats(&self) -> EngineStats {
-        let partitions = self
-            .partitions
-            .iter()
-            .map(|p| {
-                let (committed_end, keylog_end) = {
-                    let st = p.state.lock();
-                    (st.committed_end(), st.keylog.end())
-                };
-                let c = &p.counters;
-                PartitionStats {
-                    puts: c.puts.load(Ordering::Relaxed),
-                    deletes: c.deletes.load(Ordering::Relaxed),
-                    value_bytes: c.value_bytes.load(Ordering::Relaxed),
-                    flushes: c.flushes.load(Ordering::Relaxed),
-                    flushed_bytes: c.flushed_bytes.load(Ordering::Relaxed),
-                    large_writes: c.large_writes.load(Ordering::Relaxed),
-                    committed_end,
-                    keylog_end,
-                }
-            })
-            .collect();
-        EngineStats {
-            partitions,
+    pub fn stats(&self) -> StorageStats {
+        StorageStats {
+            partitions: self.partitions.iter().map(|p| p.report()).collect(),
             io_engine: self.io_engine(),
-            durability: self.shared.durability,
-            refusing_writes: self.shared.check_writable().err().map(|e| e.to_string()),
+            durability: self.node.durability,
+            refusing_writes: self.node.refusing_writes(),
             writer_epoch: self.writer_epoch(),
-            next_seq: self.shared.next_seq.load(Ordering::Relaxed),
+            next_seq: self.node.peek_next_seq(),
         }
     }
 
     /// Writes every buffer to the value log, makes everything durable, and
-    /// stops the flushers. Writes are refused from the moment this starts.
-    /// Called by `Drop` too, where errors can only be logged.
+    /// stops the partitions' threads. Writes are refused from the moment
+    /// this starts; queued writes are completed with that refusal. Called by
+    /// `Drop` too, where errors can only be logged.
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -403,15 +322,10 @@ impl StorageEngine {
             partition.begin_close();
         }
         let mut first_error = None;
-        if self.shared.check_writable().is_ok() {
-            for partition in &self.partitions {
-                if let Err(e) = partition.wait_flushed().and_then(|()| partition.sync()) {
-                    first_error.get_or_insert(e);
-                }
+        for partition in &self.partitions {
+            if let Err(e) = partition.finish_close() {
+                first_error.get_or_insert(e);
             }
-        }
-        for handle in self.flushers.lock().drain(..) {
-            let _ = handle.join();
         }
         match first_error {
             Some(e) => Err(e),

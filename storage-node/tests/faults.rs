@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use storage_node::{Durability, IoEngineKind, OsDisk, StorageEngine, StorageError};
+use storage_node::{Durability, IoEngineKind, OsDisk, StorageEngine, StorageError, WireError};
 use support::faults::{FaultDisk, FaultPlan, PowerCutDisk};
 use support::{build_index, get, small_config, value_for};
 
@@ -82,9 +82,15 @@ fn fault_poisons_without_loss(inject: impl Fn(&FaultPlan), expect_disk_full: boo
         acked = before;
         let message = err.to_string();
         match &err {
-            StorageError::DiskFull { .. } => assert!(expect_disk_full, "{message}"),
-            StorageError::Poisoned { reason } => {
-                assert_eq!(reason.contains("disk full"), expect_disk_full, "{message}");
+            StorageError::Refused(WireError::DiskFull { .. }) => {
+                assert!(expect_disk_full, "{message}")
+            }
+            StorageError::Refused(WireError::Poisoned { reason }) => {
+                assert_eq!(
+                    reason.contains("disk is full"),
+                    expect_disk_full,
+                    "{message}"
+                );
             }
             StorageError::Io { .. } => assert!(!expect_disk_full, "{message}"),
             other => panic!("unexpected error {other}"),
@@ -92,7 +98,10 @@ fn fault_poisons_without_loss(inject: impl Fn(&FaultPlan), expect_disk_full: boo
         let again = engine
             .put(0, b"after", b"the fault")
             .expect_err("poisoned engine refuses writes");
-        assert!(matches!(again, StorageError::Poisoned { .. }), "{again}");
+        assert!(
+            matches!(again, StorageError::Refused(WireError::Poisoned { .. })),
+            "{again}"
+        );
         assert!(engine.stats().refusing_writes.is_some());
         assert_all_readable(&engine, &acked);
     }
@@ -139,7 +148,10 @@ fn a_large_write_on_a_full_disk_fails_that_put() {
     let err = engine
         .put(0, b"large", &vec![7u8; 300_000])
         .expect_err("large write fails");
-    assert!(matches!(err, StorageError::DiskFull { .. }), "{err}");
+    assert!(
+        matches!(err, StorageError::Refused(WireError::DiskFull { .. })),
+        "{err}"
+    );
     let index = build_index(&engine);
     assert_eq!(
         get(&engine, &index, b"small").as_deref(),
@@ -182,7 +194,10 @@ fn recovery_onto_a_full_disk_opens_read_only_then_recovers_later() {
         let refusal = engine.stats().refusing_writes.expect("read-only");
         assert!(refusal.contains("too full to recover"), "{refusal}");
         let err = engine.put(0, b"k", b"v").expect_err("read-only");
-        assert!(matches!(err, StorageError::ReadOnly { .. }), "{err}");
+        assert!(
+            matches!(err, StorageError::Refused(WireError::ReadOnly { .. })),
+            "{err}"
+        );
         assert_all_readable(&engine, &acked);
     }
     let engine =

@@ -18,7 +18,7 @@ use splitkv_common::record::{self, EntryKind, Frame};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{Server, ServerConfig};
-use storage_node::{EngineConfig, StorageEngine};
+use storage_node::{StorageConfig, StorageEngine};
 use tokio::sync::oneshot;
 
 /// A storage node served from a runtime of the test's own.
@@ -31,7 +31,7 @@ struct Node {
 
 impl Node {
     async fn start(data: &Path, certs: &Path, listen: SocketAddr) -> Node {
-        let mut config = EngineConfig::new(data);
+        let mut config = StorageConfig::new(data);
         config.partitions = 4;
         config.buffer_bytes = 256 << 10;
         config.limits.max_value_bytes = 4 << 20;

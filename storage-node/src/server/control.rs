@@ -1,13 +1,15 @@
 //! A connection's control stream: the handshake, then requests answered in
-//! any order but applied in arrival order for writes.
+//! completion order, by request id, with writes applied in arrival order.
 //!
 //! One task reads requests and writes responses: it handles every frame
 //! that has arrived, then writes every response that is ready in one call,
-//! so a burst of requests costs one write. Writes are tried without
-//! blocking first; a write that would wait (for a buffer, a large record, a
-//! sync) moves to a blocking thread, and the stream waits for it, which
-//! keeps writes in order. Reads from disk always run on a blocking thread
-//! and answer when done.
+//! so a burst of requests costs one write. Each request is decoded once and
+//! handed over once: a write to the engine, which applies it at once or
+//! queues it behind the partition's earlier writes and answers when it
+//! completes; a point read or sync to a blocking thread. Nothing a request
+//! waits for holds up the requests after it. At most
+//! [`MAX_IN_FLIGHT_REQUESTS`] answers may be owed at once; with that many
+//! owed, the task stops reading requests until answers come back.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,9 +22,15 @@ use splitkv_common::message::{
 };
 use tokio::sync::mpsc;
 
-use super::convert::{stats_report, wire_error};
-use super::{Shared, bulk, encode_response};
-use crate::{StorageError, WriteOp};
+use super::convert::stats_report;
+use super::{ServerContext, bulk, encode_response};
+use crate::{StorageError, Submitted, WriteCompletion, WriteRequest};
+
+/// Most requests of one connection whose answers are owed by another thread
+/// (queued writes, point reads, syncs). It is also the capacity of the
+/// connection's channel of finished answers, which therefore never refuses
+/// one.
+pub const MAX_IN_FLIGHT_REQUESTS: usize = 1024;
 
 /// Send priority of control streams; bulk streams keep quinn's default 0.
 const CONTROL_PRIORITY: i32 = 1;
@@ -30,9 +38,9 @@ const CONTROL_PRIORITY: i32 = 1;
 /// How long a new connection may take to send its `Hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the handshake settled for a connection.
+/// What the handshake granted a connection.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Session {
+pub(crate) struct Grant {
     /// `Some((partition, epoch))` for a writer.
     pub(crate) writer: Option<(usize, u64)>,
 }
@@ -51,24 +59,24 @@ pub(super) fn close_for_violation(conn: &quinn::Connection, reason: &str) {
 
 /// Serves a connection: its control stream, and its bulk streams as they
 /// come, until the peer goes away or breaks the protocol.
-pub(super) async fn serve(shared: &Arc<Shared>, conn: &quinn::Connection) {
+pub(super) async fn serve(context: &Arc<ServerContext>, conn: &quinn::Connection) {
     let Ok((mut send, mut recv)) = conn.accept_bi().await else {
         return;
     };
-    if let Err(reason) = serve_streams(shared, conn, &mut send, &mut recv).await {
+    if let Err(reason) = serve_streams(context, conn, &mut send, &mut recv).await {
         close_for_violation(conn, &reason);
     }
 }
 
 async fn serve_streams(
-    shared: &Arc<Shared>,
+    context: &Arc<ServerContext>,
     conn: &quinn::Connection,
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
 ) -> Result<(), String> {
     // Small requests and their answers go before any bulk transfer.
     let _ = send.set_priority(CONTROL_PRIORITY);
-    let mut decoder = FrameDecoder::new(shared.max_frame_bytes);
+    let mut decoder = FrameDecoder::new(context.max_frame_bytes);
     let first = tokio::time::timeout(HELLO_TIMEOUT, next_frame(recv, &mut decoder))
         .await
         .map_err(|_| "no Hello within 10 s".to_string())??;
@@ -78,11 +86,11 @@ async fn serve_streams(
         return Err("the control stream must begin with Hello".into());
     };
     let mut scratch = BytesMut::with_capacity(64 << 10);
-    let session = match handshake(shared, &hello).await {
-        Ok((session, welcome)) => {
+    let grant = match handshake(context, &hello).await {
+        Ok((grant, welcome)) => {
             let frame = encode_response(&mut scratch, request.id, Ok(welcome));
             send.write_all(&frame).await.map_err(|e| e.to_string())?;
-            session
+            grant
         }
         Err(refusal) => {
             tracing::info!("refused a Hello: {refusal}");
@@ -94,17 +102,17 @@ async fn serve_streams(
         }
     };
     let bulk_acceptor = {
-        let shared = Arc::clone(shared);
+        let context = Arc::clone(context);
         let conn = conn.clone();
         tokio::spawn(async move {
             while let Ok((send, recv)) = conn.accept_bi().await {
-                let shared = Arc::clone(&shared);
+                let context = Arc::clone(&context);
                 let conn = conn.clone();
-                tokio::spawn(async move { bulk::serve(&shared, &conn, send, recv).await });
+                tokio::spawn(async move { bulk::serve(&context, &conn, send, recv).await });
             }
         })
     };
-    let result = control_loop(shared, session, send, recv, decoder, scratch).await;
+    let result = control_loop(context, grant, send, recv, decoder, scratch).await;
     bulk_acceptor.abort();
     result
 }
@@ -131,16 +139,16 @@ pub(super) async fn next_frame(
 }
 
 async fn handshake(
-    shared: &Arc<Shared>,
+    context: &Arc<ServerContext>,
     hello: &Hello,
-) -> Result<(Session, ResponseBody), WireError> {
+) -> Result<(Grant, ResponseBody), WireError> {
     if hello.protocol != PROTOCOL_VERSION {
         return Err(WireError::ProtocolVersion {
             node: PROTOCOL_VERSION,
             client: hello.protocol,
         });
     }
-    let engine = &shared.engine;
+    let engine = &context.engine;
     let count = engine.partition_count();
     let (writer, epoch) = match hello.role {
         Role::Reader => (None, 0),
@@ -160,7 +168,7 @@ async fn handshake(
                         .map_err(|e| WireError::Io {
                             message: e.to_string(),
                         })?;
-                    let epoch = begun.map_err(wire_error)?;
+                    let epoch = begun.map_err(StorageError::into_wire)?;
                     tracing::info!(epoch, "a new writer took over");
                     epoch
                 }
@@ -186,36 +194,52 @@ async fn handshake(
         max_value_bytes: limits.max_value_bytes as u32,
         io_engine: engine.io_engine().to_string(),
     };
-    Ok((Session { writer }, welcome))
+    Ok((Grant { writer }, welcome))
 }
 
 async fn control_loop(
-    shared: &Arc<Shared>,
-    session: Session,
+    context: &Arc<ServerContext>,
+    grant: Grant,
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
     mut decoder: FrameDecoder,
     mut scratch: BytesMut,
 ) -> Result<(), String> {
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Answer>();
+    let (done_tx, mut done_rx) = mpsc::channel::<Answer>(MAX_IN_FLIGHT_REQUESTS);
+    // Answers owed by other threads; never more than the channel holds.
+    let mut owed = 0usize;
     let mut out: Vec<Bytes> = Vec::with_capacity(64);
     loop {
+        while owed < MAX_IN_FLIGHT_REQUESTS {
+            let Some(frame) = decoder.next_frame().map_err(|e| e.to_string())? else {
+                break;
+            };
+            if handle(context, grant, frame, &mut scratch, &mut out, &done_tx).await?
+                == Answered::Later
+            {
+                owed += 1;
+            }
+        }
+        if !out.is_empty() {
+            if send.write_all_chunks(&mut out).await.is_err() {
+                return Ok(());
+            }
+            out.clear();
+        }
         tokio::select! {
             biased;
-            Some(answer) = done_rx.recv() => {
+            Some(answer) = done_rx.recv(), if owed > 0 => {
+                owed -= 1;
                 answer.append_to(&mut out);
-                while let Ok(more) = done_rx.try_recv() {
+                while owed > 0 {
+                    let Ok(more) = done_rx.try_recv() else { break };
+                    owed -= 1;
                     more.append_to(&mut out);
                 }
             }
-            chunk = recv.read_chunk(1 << 20, true) => {
+            chunk = recv.read_chunk(1 << 20, true), if owed < MAX_IN_FLIGHT_REQUESTS => {
                 match chunk {
-                    Ok(Some(chunk)) => {
-                        decoder.push(&chunk.bytes).map_err(|e| e.to_string())?;
-                        while let Some(frame) = decoder.next_frame().map_err(|e| e.to_string())? {
-                            handle(shared, session, frame, &mut scratch, &mut out, &done_tx).await?;
-                        }
-                    }
+                    Ok(Some(chunk)) => decoder.push(&chunk.bytes).map_err(|e| e.to_string())?,
                     Ok(None) => {
                         decoder.finish().map_err(|e| e.to_string())?;
                         let _ = send.finish();
@@ -225,23 +249,25 @@ async fn control_loop(
                 }
             }
         }
-        if !out.is_empty() {
-            if send.write_all_chunks(&mut out).await.is_err() {
-                return Ok(());
-            }
-            out.clear();
-        }
     }
 }
 
-/// A response finished on a blocking thread: its head (prefix and meta)
-/// and its blob, sent as two chunks so the blob is never copied.
+/// A response finished on another thread: its head (prefix and meta) and
+/// its blob, sent as two chunks so the blob is never copied.
 struct Answer {
     head: Bytes,
     blob: Bytes,
 }
 
 impl Answer {
+    /// A response without a blob.
+    fn plain(id: u64, body: Result<ResponseBody, WireError>) -> Self {
+        Self {
+            head: encode_response(&mut BytesMut::new(), id, body),
+            blob: Bytes::new(),
+        }
+    }
+
     fn append_to(self, out: &mut Vec<Bytes>) {
         out.push(self.head);
         if !self.blob.is_empty() {
@@ -250,50 +276,54 @@ impl Answer {
     }
 }
 
-/// Handles one request: answers go to `out` (ready now) or, for work done
-/// on a blocking thread, to `done` when finished.
+/// Where the answer to a request went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answered {
+    /// Into `out`, ready to send.
+    Now,
+    /// It will come through the connection's channel of finished answers.
+    Later,
+}
+
+/// Hands one request over: answers that are ready go to `out`; work done
+/// elsewhere answers through `done` when finished.
 async fn handle(
-    shared: &Arc<Shared>,
-    session: Session,
+    context: &Arc<ServerContext>,
+    grant: Grant,
     frame: RawFrame,
     scratch: &mut BytesMut,
     out: &mut Vec<Bytes>,
-    done: &mpsc::UnboundedSender<Answer>,
-) -> Result<(), String> {
+    done: &mpsc::Sender<Answer>,
+) -> Result<Answered, String> {
     let request = message::decode_request(&frame).map_err(|e| e.to_string())?;
     let id = request.id;
     match request.body {
         RequestBody::Put { .. } | RequestBody::PutMany { .. } | RequestBody::Delete { .. } => {
-            let body = match perform_write(shared, session, &request.body, &frame.blob, false) {
-                Ok(body) => body,
-                Err(Blocked) => {
-                    // Rare (a full buffer, a large record, sync durability):
-                    // the blocking thread takes the frame and decodes it
-                    // again, which costs far less than the wait.
-                    drop(request);
-                    let shared = Arc::clone(shared);
-                    tokio::task::spawn_blocking(move || {
-                        let request = message::decode_request(&frame).map_err(|e| e.to_string())?;
-                        perform_write(&shared, session, &request.body, &frame.blob, true).map_err(
-                            |Blocked| "a blocking write reported that it would block".to_string(),
-                        )
-                    })
-                    .await
-                    .map_err(|e| e.to_string())??
+            let handed = owned_write(&request.body, &frame);
+            drop(request);
+            match handed {
+                Ok((kind, write)) => {
+                    submit_write(context, grant, id, kind, write, scratch, out, done).await
                 }
-            };
-            out.push(encode_response(scratch, id, body));
+                Err(refusal) => {
+                    out.push(encode_response(scratch, id, Err(refusal)));
+                    Ok(Answered::Now)
+                }
+            }
         }
         RequestBody::Get {
             partition,
             offset,
             len,
         } => {
-            let engine = Arc::clone(&shared.engine);
+            let context = Arc::clone(context);
             let done = done.clone();
-            tokio::task::spawn_blocking(move || {
-                let answer = match engine.read(partition as usize, offset, len as usize) {
-                    Ok(record) => {
+            tokio::spawn(async move {
+                let read = context
+                    .disk_read(move |engine| engine.read(partition as usize, offset, len as usize))
+                    .await;
+                let answer = match read {
+                    Some(Ok(record)) => {
                         let (buf, range) = record.into_parts();
                         let blob = Bytes::from_owner(buf).slice(range);
                         let response = Response {
@@ -304,43 +334,44 @@ async fn handle(
                             message::encode_head(&mut BytesMut::new(), &response, blob.len());
                         Answer { head, blob }
                     }
-                    Err(e) => Answer {
-                        head: encode_response(&mut BytesMut::new(), id, Err(wire_error(e))),
-                        blob: Bytes::new(),
-                    },
+                    Some(Err(e)) => Answer::plain(id, Err(e.into_wire())),
+                    None => Answer::plain(id, Err(read_failed())),
                 };
-                let _ = done.send(answer);
+                let _ = done.try_send(answer);
             });
+            Ok(Answered::Later)
         }
         RequestBody::Sync => {
-            let engine = Arc::clone(&shared.engine);
+            let engine = Arc::clone(&context.engine);
             let done = done.clone();
             tokio::task::spawn_blocking(move || {
                 let body = engine
                     .sync()
                     .map(|()| ResponseBody::Synced)
-                    .map_err(wire_error);
-                let head = encode_response(&mut BytesMut::new(), id, body);
-                let _ = done.send(Answer {
-                    head,
-                    blob: Bytes::new(),
-                });
+                    .map_err(StorageError::into_wire);
+                let _ = done.try_send(Answer::plain(id, body));
             });
+            Ok(Answered::Later)
         }
         RequestBody::Stats => {
             let report = stats_report(
-                shared.engine.stats(),
-                shared.connections.load(Ordering::Relaxed),
+                context.engine.stats(),
+                context.connections.load(Ordering::Relaxed),
             );
             out.push(encode_response(
                 scratch,
                 id,
                 Ok(ResponseBody::Stats(report)),
             ));
+            Ok(Answered::Now)
         }
-        RequestBody::Ping => out.push(encode_response(scratch, id, Ok(ResponseBody::Pong))),
+        RequestBody::Ping => {
+            out.push(encode_response(scratch, id, Ok(ResponseBody::Pong)));
+            Ok(Answered::Now)
+        }
         RequestBody::Hello(_) => {
-            out.push(encode_response(scratch, id, Err(WireError::HelloRequired)))
+            out.push(encode_response(scratch, id, Err(WireError::HelloRequired)));
+            Ok(Answered::Now)
         }
         RequestBody::ReadRange { .. } | RequestBody::ExportKeyLog { .. } => {
             let reason = "bulk requests travel on a stream of their own".to_string();
@@ -349,75 +380,123 @@ async fn handle(
                 id,
                 Err(WireError::BadRequest { reason }),
             ));
+            Ok(Answered::Now)
         }
     }
-    Ok(())
 }
 
-/// The write would have to wait; retry with `wait`.
-struct Blocked;
+fn read_failed() -> WireError {
+    WireError::Io {
+        message: "the read failed on the storage node".into(),
+    }
+}
 
-/// Applies a write request. Without `wait`, returns `Blocked` (having
-/// committed nothing) where the engine would wait.
-fn perform_write(
-    shared: &Shared,
-    session: Session,
+/// How a write is answered: one acknowledgement, or one per op.
+#[derive(Debug, Clone, Copy)]
+enum WriteKind {
+    Single,
+    Batch,
+}
+
+impl WriteKind {
+    fn response(
+        self,
+        result: crate::error::Result<Vec<WriteAck>>,
+    ) -> Result<ResponseBody, WireError> {
+        let acks = result.map_err(StorageError::into_wire)?;
+        Ok(match self {
+            WriteKind::Single => ResponseBody::Written(acks.first().copied().unwrap_or_default()),
+            WriteKind::Batch => ResponseBody::WrittenMany(acks),
+        })
+    }
+}
+
+/// The write a request asks for, holding its keys and values as slices of
+/// the frame (no copy).
+fn owned_write(
     body: &RequestBody<'_>,
-    blob: &[u8],
-    wait: bool,
-) -> Result<Result<ResponseBody, WireError>, Blocked> {
-    let Some((partition, epoch)) = session.writer else {
-        return Ok(Err(WireError::NotAWriter));
-    };
-    let engine = &shared.engine;
-    let write = |ops: &[WriteOp<'_>], acks: &mut [WriteAck]| {
-        if wait {
-            engine.write(partition, Some(epoch), ops, acks)
-        } else {
-            engine.try_write(partition, Some(epoch), ops, acks)
-        }
-    };
-    let result = match body {
-        RequestBody::Put { key } => {
-            let mut ack = [WriteAck::default()];
-            write(&[WriteOp::Put { key, value: blob }], &mut ack)
-                .map(|()| ResponseBody::Written(ack[0]))
-        }
-        RequestBody::Delete { key } => {
-            let mut ack = [WriteAck::default()];
-            write(&[WriteOp::Delete { key }], &mut ack).map(|()| ResponseBody::Written(ack[0]))
-        }
+    frame: &RawFrame,
+) -> Result<(WriteKind, WriteRequest), WireError> {
+    match body {
+        RequestBody::Put { key } => Ok((
+            WriteKind::Single,
+            WriteRequest::put(frame.meta.slice_ref(key), frame.blob.clone()),
+        )),
+        RequestBody::Delete { key } => Ok((
+            WriteKind::Single,
+            WriteRequest::delete(frame.meta.slice_ref(key)),
+        )),
         RequestBody::PutMany { keys, value_lens } => {
             if keys.len() != value_lens.len() {
-                return Ok(Err(WireError::BadRequest {
+                return Err(WireError::BadRequest {
                     reason: "a batch needs one value length per key".into(),
-                }));
+                });
             }
-            let values = match message::split_values(blob, value_lens) {
-                Ok(values) => values,
-                Err(e) => {
-                    return Ok(Err(WireError::BadRequest {
-                        reason: e.to_string(),
-                    }));
+            let values = message::split_values(&frame.blob, value_lens).map_err(|e| {
+                WireError::BadRequest {
+                    reason: e.to_string(),
                 }
-            };
-            let ops: Vec<WriteOp<'_>> = keys
+            })?;
+            let puts = keys
                 .iter()
                 .zip(values)
-                .map(|(key, value)| WriteOp::Put { key, value })
-                .collect();
-            let mut acks = vec![WriteAck::default(); ops.len()];
-            write(&ops, &mut acks).map(|()| ResponseBody::WrittenMany(acks))
+                .map(|(key, value)| (frame.meta.slice_ref(key), frame.blob.slice_ref(value)));
+            Ok((WriteKind::Batch, WriteRequest::put_many(puts)))
         }
-        _ => {
-            return Ok(Err(WireError::BadRequest {
-                reason: "not a write".into(),
-            }));
+        _ => Err(WireError::BadRequest {
+            reason: "not a write".into(),
+        }),
+    }
+}
+
+/// Hands a write to the engine. Answered now if it finished at once;
+/// otherwise the partition's writer thread answers through `done`. When the
+/// partition's queue is full, this connection waits (on a blocking thread)
+/// for room in it, reading no further requests meanwhile.
+#[allow(clippy::too_many_arguments)]
+async fn submit_write(
+    context: &Arc<ServerContext>,
+    grant: Grant,
+    id: u64,
+    kind: WriteKind,
+    write: WriteRequest,
+    scratch: &mut BytesMut,
+    out: &mut Vec<Bytes>,
+    done: &mpsc::Sender<Answer>,
+) -> Result<Answered, String> {
+    let Some((partition, epoch)) = grant.writer else {
+        out.push(encode_response(scratch, id, Err(WireError::NotAWriter)));
+        return Ok(Answered::Now);
+    };
+    let completion: WriteCompletion = {
+        let done = done.clone();
+        Box::new(move |result| {
+            let _ = done.try_send(Answer::plain(id, kind.response(result)));
+        })
+    };
+    let refused = match context
+        .engine
+        .submit_write(partition, Some(epoch), write, completion)
+    {
+        Submitted::Done(result) => {
+            out.push(encode_response(scratch, id, kind.response(result)));
+            return Ok(Answered::Now);
+        }
+        Submitted::Queued => return Ok(Answered::Later),
+        Submitted::QueueFull(write, completion) => {
+            let engine = Arc::clone(&context.engine);
+            tokio::task::spawn_blocking(move || {
+                engine.queue_write(partition, Some(epoch), write, completion)
+            })
+            .await
+            .map_err(|e| e.to_string())?
         }
     };
-    match result {
-        Err(StorageError::WouldBlock) => Err(Blocked),
-        Err(e) => Ok(Err(wire_error(e))),
-        Ok(body) => Ok(Ok(body)),
+    match refused {
+        Ok(()) => Ok(Answered::Later),
+        Err(e) => {
+            out.push(encode_response(scratch, id, Err(e.into_wire())));
+            Ok(Answered::Now)
+        }
     }
 }
