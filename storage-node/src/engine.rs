@@ -14,8 +14,8 @@ use crate::error::{Result, StorageError};
 use crate::manifest::{DirLock, EpochFile, Manifest};
 use crate::node_state::{NodeSettings, NodeState};
 use crate::partition::{
-    ExportProgress, Partition, RangeRead, RecordBytes, Submitted, WriteCompletion, WriteOp,
-    WriteRequest,
+    ExportProgress, OwnedWrite, Partition, RangeRead, RecordBytes, Submitted, WriteCompletion,
+    WriteOp,
 };
 use crate::recovery::{self, PartitionRecovery};
 use crate::uring::IoEngineKind;
@@ -219,7 +219,7 @@ impl StorageEngine {
         &self,
         partition: usize,
         epoch: Option<u64>,
-        request: WriteRequest,
+        request: OwnedWrite,
         done: WriteCompletion,
     ) -> Submitted {
         match self.partition(partition) {
@@ -236,7 +236,7 @@ impl StorageEngine {
         &self,
         partition: usize,
         epoch: Option<u64>,
-        request: WriteRequest,
+        request: OwnedWrite,
         done: WriteCompletion,
     ) -> Result<()> {
         self.partition(partition)?.queue_write(epoch, request, done)
@@ -339,5 +339,133 @@ impl Drop for StorageEngine {
         if let Err(e) = self.close() {
             tracing::error!("closing the storage engine: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn open(dir: &std::path::Path, durability: Durability) -> StorageEngine {
+        let mut config = StorageConfig::new(dir);
+        config.partitions = 2;
+        config.buffer_bytes = 16 << 10;
+        config.keylog_chunk_bytes = 64 << 10;
+        config.durability = durability;
+        config.io_engine = IoEngineKind::Psync;
+        StorageEngine::open(config).expect("open")
+    }
+
+    /// Submits puts to partition 0, every third one too large for a buffer
+    /// (so it must wait for a write of its own), and returns each put's
+    /// sequence number in submission order, whether it finished at once or
+    /// through its completion.
+    fn submit_mixed_puts(engine: &StorageEngine, count: usize) -> Vec<u64> {
+        let (done_tx, done_rx) = mpsc::channel();
+        let mut seqs = vec![None; count];
+        let mut queued = 0;
+        for i in 0..count {
+            let len = if i % 3 == 0 { 40 << 10 } else { 100 };
+            let value = Bytes::from(vec![i as u8; len]);
+            let key = Bytes::from(format!("k{i}").into_bytes());
+            let tx = done_tx.clone();
+            let done: WriteCompletion = Box::new(move |result| {
+                let _ = tx.send((i, result));
+            });
+            match engine.submit_write(0, None, OwnedWrite::put(key, value), done) {
+                Submitted::Done(result) => seqs[i] = Some(result.expect("put")[0].seq),
+                Submitted::Queued => queued += 1,
+                Submitted::QueueFull(..) => panic!("{count} writes fit the queue"),
+            }
+        }
+        for _ in 0..queued {
+            let (i, result) = done_rx.recv().expect("every queued write completes");
+            seqs[i] = Some(result.expect("put")[0].seq);
+        }
+        seqs.into_iter().map(|s| s.expect("acknowledged")).collect()
+    }
+
+    fn assert_submission_order(durability: Durability) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = open(dir.path(), durability);
+        let seqs = submit_mixed_puts(&engine, 60);
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "committed out of submission order: {seqs:?}"
+        );
+        let report = &engine.stats().partitions[0];
+        assert_eq!(report.puts, 60);
+        assert_eq!(report.large_writes, 20);
+        engine.close().expect("close");
+    }
+
+    #[test]
+    fn submitted_writes_commit_in_submission_order_around_ones_that_wait() {
+        assert_submission_order(Durability::Mmap);
+    }
+
+    #[test]
+    fn submitted_writes_in_sync_durability_are_queued_and_commit_in_order() {
+        assert_submission_order(Durability::Sync);
+    }
+
+    #[test]
+    fn a_submitted_write_that_breaks_a_limit_is_refused_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = open(dir.path(), Durability::Mmap);
+        let never: WriteCompletion = Box::new(|_| panic!("refused writes are not queued"));
+        let submitted =
+            engine.submit_write(0, None, OwnedWrite::put(Bytes::new(), Bytes::new()), never);
+        assert!(
+            matches!(
+                submitted,
+                Submitted::Done(Err(StorageError::Refused(WireError::EmptyKey)))
+            ),
+            "{submitted:?}"
+        );
+        let never: WriteCompletion = Box::new(|_| panic!("refused writes are not queued"));
+        let submitted =
+            engine.submit_write(5, None, OwnedWrite::delete(Bytes::from_static(b"k")), never);
+        assert!(
+            matches!(
+                submitted,
+                Submitted::Done(Err(StorageError::Refused(
+                    WireError::NoSuchPartition { .. }
+                )))
+            ),
+            "{submitted:?}"
+        );
+    }
+
+    #[test]
+    fn writes_submitted_after_close_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = open(dir.path(), Durability::Mmap);
+        engine.close().expect("close");
+        let never: WriteCompletion = Box::new(|_| panic!("refused writes are not queued"));
+        let submitted = engine.submit_write(
+            0,
+            None,
+            OwnedWrite::put(Bytes::from_static(b"k"), Bytes::from_static(b"v")),
+            never,
+        );
+        assert!(
+            matches!(
+                submitted,
+                Submitted::Done(Err(StorageError::Refused(WireError::ShuttingDown)))
+            ),
+            "{submitted:?}"
+        );
+        let never: WriteCompletion = Box::new(|_| panic!("refused writes are not queued"));
+        let queued =
+            engine.queue_write(0, None, OwnedWrite::delete(Bytes::from_static(b"k")), never);
+        assert!(
+            matches!(queued, Err(StorageError::Refused(WireError::ShuttingDown))),
+            "{queued:?}"
+        );
     }
 }

@@ -52,7 +52,7 @@ use crate::error::{Result, StorageError};
 use crate::keylog::KeyLog;
 use crate::node_state::NodeState;
 
-pub use queue::{MAX_QUEUED_WRITES_PER_PARTITION, Submitted, WriteCompletion, WriteRequest};
+pub use queue::{MAX_QUEUED_WRITES_PER_PARTITION, OwnedWrite, Submitted, WriteCompletion};
 pub use reader::{ExportProgress, MAX_RANGE_BYTES, RangeRead, RecordBytes};
 pub(crate) use slot::BufferSlot;
 pub use writer::WriteOp;
@@ -127,9 +127,9 @@ impl PartitionState {
     }
 }
 
-/// Counters of one partition's activity.
+/// PartitionCounters of one partition's activity.
 #[derive(Debug, Default)]
-struct Counters {
+struct PartitionCounters {
     puts: AtomicU64,
     deletes: AtomicU64,
     value_bytes: AtomicU64,
@@ -156,7 +156,7 @@ pub(crate) struct Partition {
     buffer_freed: Condvar,
     commit: GroupCommit,
     queue: WriteQueue,
-    counters: Counters,
+    counters: PartitionCounters,
     /// Bytes of the value log allocated on disk. Writes land inside it, so
     /// they never extend the file (which would serialise them in the file
     /// system) and a full disk shows up at an explicit allocation.
@@ -202,7 +202,7 @@ impl Partition {
             buffer_freed: Condvar::new(),
             commit: GroupCommit::new(keylog_end),
             queue: WriteQueue::new(),
-            counters: Counters::default(),
+            counters: PartitionCounters::default(),
             vlog_allocated: Mutex::new(parts.vlog_allocated),
             threads: Mutex::new(Threads::default()),
             node,

@@ -32,7 +32,7 @@ const MAX_WRITES_PER_ROUND: usize = 64;
 /// A write batch the engine owns: its keys and values are shared byte
 /// buffers (for example slices of the frame they arrived in), never copied.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WriteRequest {
+pub struct OwnedWrite {
     ops: Vec<OwnedOp>,
 }
 
@@ -42,7 +42,7 @@ enum OwnedOp {
     Delete { key: Bytes },
 }
 
-impl WriteRequest {
+impl OwnedWrite {
     /// One put.
     pub fn put(key: Bytes, value: Bytes) -> Self {
         Self {
@@ -108,7 +108,7 @@ pub enum Submitted {
     /// The partition's queue is full: nothing was done, and the write and
     /// its completion come back (see
     /// [`StorageEngine::queue_write`](crate::StorageEngine::queue_write)).
-    QueueFull(WriteRequest, WriteCompletion),
+    QueueFull(OwnedWrite, WriteCompletion),
 }
 
 impl std::fmt::Debug for Submitted {
@@ -122,9 +122,9 @@ impl std::fmt::Debug for Submitted {
 }
 
 /// A write waiting for the writer thread.
-struct Pending {
+struct QueuedWrite {
     epoch: Option<u64>,
-    request: WriteRequest,
+    request: OwnedWrite,
     done: WriteCompletion,
 }
 
@@ -138,7 +138,7 @@ pub(super) struct WriteQueue {
 }
 
 struct Waiting {
-    writes: VecDeque<Pending>,
+    writes: VecDeque<QueuedWrite>,
     /// Writes the writer thread has taken and not yet completed.
     applying: usize,
     closed: bool,
@@ -174,7 +174,7 @@ impl WriteQueue {
 
     /// Waits for queued writes and moves up to [`MAX_WRITES_PER_ROUND`] of
     /// them into `round`. Returns false once the queue is closed and empty.
-    fn take_round(&self, round: &mut Vec<Pending>) -> bool {
+    fn take_round(&self, round: &mut Vec<QueuedWrite>) -> bool {
         let mut waiting = self.inner.lock();
         while waiting.writes.is_empty() {
             if waiting.closed {
@@ -202,7 +202,7 @@ impl Partition {
     pub(crate) fn submit(
         &self,
         epoch: Option<u64>,
-        request: WriteRequest,
+        request: OwnedWrite,
         done: WriteCompletion,
     ) -> Submitted {
         if let Err(e) = request.with_ops(|ops| self.validate(ops)) {
@@ -241,7 +241,7 @@ impl Partition {
     pub(crate) fn queue_write(
         &self,
         epoch: Option<u64>,
-        request: WriteRequest,
+        request: OwnedWrite,
         done: WriteCompletion,
     ) -> Result<()> {
         request.with_ops(|ops| self.validate(ops))?;
@@ -251,7 +251,7 @@ impl Partition {
                 return Err(StorageError::shutting_down());
             }
             if waiting.writes.len() < MAX_QUEUED_WRITES_PER_PARTITION {
-                waiting.writes.push_back(Pending {
+                waiting.writes.push_back(QueuedWrite {
                     epoch,
                     request,
                     done,
@@ -267,13 +267,13 @@ impl Partition {
         &self,
         mut waiting: parking_lot::MutexGuard<'_, Waiting>,
         epoch: Option<u64>,
-        request: WriteRequest,
+        request: OwnedWrite,
         done: WriteCompletion,
     ) -> Submitted {
         if waiting.writes.len() >= MAX_QUEUED_WRITES_PER_PARTITION {
             return Submitted::QueueFull(request, done);
         }
-        waiting.writes.push_back(Pending {
+        waiting.writes.push_back(QueuedWrite {
             epoch,
             request,
             done,
@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn a_request_lends_out_its_operations() {
-        let put = WriteRequest::put(Bytes::from_static(b"k"), Bytes::from_static(b"v"));
+        let put = OwnedWrite::put(Bytes::from_static(b"k"), Bytes::from_static(b"v"));
         assert_eq!(put.len(), 1);
         put.with_ops(|ops| {
             assert_eq!(
@@ -329,7 +329,7 @@ mod tests {
                 }]
             )
         });
-        let many = WriteRequest::put_many([
+        let many = OwnedWrite::put_many([
             (Bytes::from_static(b"a"), Bytes::from_static(b"1")),
             (Bytes::from_static(b"b"), Bytes::new()),
         ]);
@@ -348,7 +348,7 @@ mod tests {
                 ]
             )
         });
-        WriteRequest::delete(Bytes::from_static(b"d"))
+        OwnedWrite::delete(Bytes::from_static(b"d"))
             .with_ops(|ops| assert_eq!(ops, &[WriteOp::Delete { key: b"d" }]));
     }
 }

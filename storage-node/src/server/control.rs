@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use super::convert::stats_report;
 use super::{ServerContext, bulk, encode_response};
-use crate::{StorageError, Submitted, WriteCompletion, WriteRequest};
+use crate::{OwnedWrite, StorageError, Submitted, WriteCompletion};
 
 /// Most requests of one connection whose answers are owed by another thread
 /// (queued writes, point reads, syncs). It is also the capacity of the
@@ -416,15 +416,15 @@ impl WriteKind {
 fn owned_write(
     body: &RequestBody<'_>,
     frame: &RawFrame,
-) -> Result<(WriteKind, WriteRequest), WireError> {
+) -> Result<(WriteKind, OwnedWrite), WireError> {
     match body {
         RequestBody::Put { key } => Ok((
             WriteKind::Single,
-            WriteRequest::put(frame.meta.slice_ref(key), frame.blob.clone()),
+            OwnedWrite::put(frame.meta.slice_ref(key), frame.blob.clone()),
         )),
         RequestBody::Delete { key } => Ok((
             WriteKind::Single,
-            WriteRequest::delete(frame.meta.slice_ref(key)),
+            OwnedWrite::delete(frame.meta.slice_ref(key)),
         )),
         RequestBody::PutMany { keys, value_lens } => {
             if keys.len() != value_lens.len() {
@@ -441,7 +441,7 @@ fn owned_write(
                 .iter()
                 .zip(values)
                 .map(|(key, value)| (frame.meta.slice_ref(key), frame.blob.slice_ref(value)));
-            Ok((WriteKind::Batch, WriteRequest::put_many(puts)))
+            Ok((WriteKind::Batch, OwnedWrite::put_many(puts)))
         }
         _ => Err(WireError::BadRequest {
             reason: "not a write".into(),
@@ -459,7 +459,7 @@ async fn submit_write(
     grant: Grant,
     id: u64,
     kind: WriteKind,
-    write: WriteRequest,
+    write: OwnedWrite,
     scratch: &mut BytesMut,
     out: &mut Vec<Bytes>,
     done: &mpsc::Sender<Answer>,
