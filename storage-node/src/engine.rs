@@ -368,7 +368,7 @@ mod tests {
         let (done_tx, done_rx) = mpsc::channel();
         let mut seqs = vec![None; count];
         let mut queued = 0;
-        for i in 0..count {
+        for (i, seq) in seqs.iter_mut().enumerate() {
             let len = if i % 3 == 0 { 40 << 10 } else { 100 };
             let value = Bytes::from(vec![i as u8; len]);
             let key = Bytes::from(format!("k{i}").into_bytes());
@@ -377,7 +377,7 @@ mod tests {
                 let _ = tx.send((i, result));
             });
             match engine.submit_write(0, None, OwnedWrite::put(key, value), done) {
-                Submitted::Done(result) => seqs[i] = Some(result.expect("put")[0].seq),
+                Submitted::Done(result) => *seq = Some(result.expect("put")[0].seq),
                 Submitted::Queued => queued += 1,
                 Submitted::QueueFull(..) => panic!("{count} writes fit the queue"),
             }
