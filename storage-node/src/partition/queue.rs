@@ -205,34 +205,36 @@ impl Partition {
         request: OwnedWrite,
         done: WriteCompletion,
     ) -> Submitted {
-        if let Err(e) = request.with_ops(|ops| self.validate(ops)) {
-            return Submitted::Done(Err(e));
-        }
-        {
-            let waiting = self.queue.inner.lock();
-            if waiting.closed {
-                return Submitted::Done(Err(StorageError::shutting_down()));
+        // Validated, and applied if it can be, with one borrow of its ops;
+        // `None` means it is to wait in the queue.
+        let finished = request.with_ops(|ops| {
+            if let Err(e) = self.validate(ops) {
+                return Some(Err(e));
             }
-            if !waiting.is_idle() {
-                return self.enqueue(waiting, epoch, request, done);
-            }
-        }
-        let applied = request.with_ops(|ops| {
-            let mut acks = vec![WriteAck::default(); ops.len()];
-            self.try_apply(ops, epoch, &mut acks)
-                .map(|end| end.map(|_| acks))
-        });
-        match applied {
-            Ok(Some(acks)) => Submitted::Done(Ok(acks)),
-            Err(e) => Submitted::Done(Err(e)),
-            Ok(None) => {
+            {
                 let waiting = self.queue.inner.lock();
                 if waiting.closed {
-                    return Submitted::Done(Err(StorageError::shutting_down()));
+                    return Some(Err(StorageError::shutting_down()));
                 }
-                self.enqueue(waiting, epoch, request, done)
+                if !waiting.is_idle() {
+                    return None;
+                }
             }
+            let mut acks = vec![WriteAck::default(); ops.len()];
+            match self.try_apply(ops, epoch, &mut acks) {
+                Ok(Some(_end)) => Some(Ok(acks)),
+                Ok(None) => None,
+                Err(e) => Some(Err(e)),
+            }
+        });
+        if let Some(result) = finished {
+            return Submitted::Done(result);
         }
+        let waiting = self.queue.inner.lock();
+        if waiting.closed {
+            return Submitted::Done(Err(StorageError::shutting_down()));
+        }
+        self.enqueue(waiting, epoch, request, done)
     }
 
     /// Queues a write, waiting while the queue is full; never applies it on

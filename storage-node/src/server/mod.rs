@@ -15,6 +15,8 @@ mod bulk;
 mod control;
 mod convert;
 
+pub use control::MAX_IN_FLIGHT_REQUESTS;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
