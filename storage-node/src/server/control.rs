@@ -316,29 +316,31 @@ async fn handle(
             offset,
             len,
         } => {
-            let context = Arc::clone(context);
+            let (partition, len) = (partition as usize, len as usize);
             let done = done.clone();
-            tokio::spawn(async move {
-                let read = context
-                    .disk_read(move |engine| engine.read(partition as usize, offset, len as usize))
-                    .await;
-                let answer = match read {
-                    Some(Ok(record)) => {
-                        let (buf, range) = record.into_parts();
-                        let blob = Bytes::from_owner(buf).slice(range);
-                        let response = Response {
-                            id,
-                            body: Ok(ResponseBody::Record),
+            match Arc::clone(&context.disk_reads).try_acquire_owned() {
+                Ok(permit) => {
+                    let engine = Arc::clone(&context.engine);
+                    tokio::task::spawn_blocking(move || {
+                        let answer = record_answer(id, engine.read(partition, offset, len));
+                        drop(permit);
+                        let _ = done.try_send(answer);
+                    });
+                }
+                Err(_) => {
+                    let context = Arc::clone(context);
+                    tokio::spawn(async move {
+                        let answer = match context
+                            .disk_read(move |engine| engine.read(partition, offset, len))
+                            .await
+                        {
+                            Some(read) => record_answer(id, read),
+                            None => Answer::plain(id, Err(read_failed())),
                         };
-                        let head =
-                            message::encode_head(&mut BytesMut::new(), &response, blob.len());
-                        Answer { head, blob }
-                    }
-                    Some(Err(e)) => Answer::plain(id, Err(e.into_wire())),
-                    None => Answer::plain(id, Err(read_failed())),
-                };
-                let _ = done.try_send(answer);
-            });
+                        let _ = done.try_send(answer);
+                    });
+                }
+            }
             Ok(Answered::Later)
         }
         RequestBody::Sync => {
@@ -382,6 +384,24 @@ async fn handle(
             ));
             Ok(Answered::Now)
         }
+    }
+}
+
+/// The answer to a point read: the verified record as the blob, or the
+/// refusal.
+fn record_answer(id: u64, read: crate::error::Result<crate::RecordBytes>) -> Answer {
+    match read {
+        Ok(record) => {
+            let (buf, range) = record.into_parts();
+            let blob = Bytes::from_owner(buf).slice(range);
+            let response = Response {
+                id,
+                body: Ok(ResponseBody::Record),
+            };
+            let head = message::encode_head(&mut BytesMut::new(), &response, blob.len());
+            Answer { head, blob }
+        }
+        Err(e) => Answer::plain(id, Err(e.into_wire())),
     }
 }
 
