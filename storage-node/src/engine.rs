@@ -349,6 +349,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
+    use crate::partition::MAX_QUEUED_WRITES_PER_PARTITION;
 
     fn open(dir: &std::path::Path, durability: Durability) -> StorageEngine {
         let mut config = StorageConfig::new(dir);
@@ -411,6 +412,70 @@ mod tests {
     #[test]
     fn submitted_writes_in_sync_durability_are_queued_and_commit_in_order() {
         assert_submission_order(Durability::Sync);
+    }
+
+    #[test]
+    fn a_full_queue_hands_the_write_back_and_queue_write_waits_for_room() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Arc::new(open(dir.path(), Durability::Mmap));
+        let (done_tx, done_rx) = mpsc::channel();
+        let completion = |i: usize| -> WriteCompletion {
+            let tx = done_tx.clone();
+            Box::new(move |result: Result<Vec<WriteAck>>| {
+                let _ = tx.send((i, result.expect("put")[0].seq));
+            })
+        };
+        let put = |i: usize, len: usize| {
+            OwnedWrite::put(
+                Bytes::from(format!("k{i}").into_bytes()),
+                Bytes::from(vec![1; len]),
+            )
+        };
+        // A large put must wait, so it is queued; its completion holds the
+        // writer thread until released, so nothing leaves the queue.
+        let (entered_tx, entered_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let first = completion(0);
+        let holding: WriteCompletion = Box::new(move |result| {
+            let _ = entered_tx.send(());
+            let _ = release_rx.recv();
+            first(result);
+        });
+        assert!(matches!(
+            engine.submit_write(0, None, put(0, 40 << 10), holding),
+            Submitted::Queued
+        ));
+        entered_rx
+            .recv()
+            .expect("the writer thread completes the large put");
+        for i in 1..=MAX_QUEUED_WRITES_PER_PARTITION {
+            let submitted = engine.submit_write(0, None, put(i, 100), completion(i));
+            assert!(matches!(submitted, Submitted::Queued), "{i}: {submitted:?}");
+        }
+        let last = MAX_QUEUED_WRITES_PER_PARTITION + 1;
+        let Submitted::QueueFull(write, done) =
+            engine.submit_write(0, None, put(last, 100), completion(last))
+        else {
+            panic!("the queue is full");
+        };
+        let waiter = {
+            let engine = Arc::clone(&engine);
+            std::thread::spawn(move || engine.queue_write(0, None, write, done))
+        };
+        release_tx.send(()).expect("release the writer thread");
+        waiter
+            .join()
+            .expect("waiter")
+            .expect("queued once there is room");
+        let mut seqs = vec![0; last + 1];
+        for _ in 0..=last {
+            let (i, seq) = done_rx.recv().expect("every write completes");
+            seqs[i] = seq;
+        }
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "committed out of submission order"
+        );
     }
 
     #[test]
