@@ -299,16 +299,22 @@ async fn handle(
     let id = request.id;
     match request.body {
         RequestBody::Put { .. } | RequestBody::PutMany { .. } | RequestBody::Delete { .. } => {
+            let Some(writer) = grant.writer else {
+                out.push(encode_response(scratch, id, Err(WireError::NotAWriter)));
+                return Ok(Answered::Now);
+            };
             let handed = owned_write(&request.body, &frame);
             drop(request);
-            match handed {
-                Ok((kind, write)) => {
-                    submit_write(context, grant, id, kind, write, scratch, out, done).await
-                }
-                Err(refusal) => {
-                    out.push(encode_response(scratch, id, Err(refusal)));
+            let answer = match handed {
+                Ok((kind, write)) => submit_write(context, writer, id, kind, write, done).await?,
+                Err(refusal) => Some(Err(refusal)),
+            };
+            match answer {
+                Some(body) => {
+                    out.push(encode_response(scratch, id, body));
                     Ok(Answered::Now)
                 }
+                None => Ok(Answered::Later),
             }
         }
         RequestBody::Get {
@@ -469,40 +475,31 @@ fn owned_write(
     }
 }
 
-/// Hands a write to the engine. Answered now if it finished at once;
-/// otherwise the partition's writer thread answers through `done`. When the
-/// partition's queue is full, this connection waits (on a blocking thread)
-/// for room in it, reading no further requests meanwhile.
-#[allow(clippy::too_many_arguments)]
+/// Hands a write to the engine for the connection's `(partition, epoch)`.
+/// Returns its response if it finished at once, `None` if the partition's
+/// writer thread will answer through `done`. When the partition's queue is
+/// full, this connection waits (on a blocking thread) for room in it,
+/// reading no further requests meanwhile.
 async fn submit_write(
     context: &Arc<ServerContext>,
-    grant: Grant,
+    (partition, epoch): (usize, u64),
     id: u64,
     kind: WriteKind,
     write: OwnedWrite,
-    scratch: &mut BytesMut,
-    out: &mut Vec<Bytes>,
     done: &mpsc::Sender<Answer>,
-) -> Result<Answered, String> {
-    let Some((partition, epoch)) = grant.writer else {
-        out.push(encode_response(scratch, id, Err(WireError::NotAWriter)));
-        return Ok(Answered::Now);
-    };
+) -> Result<Option<Result<ResponseBody, WireError>>, String> {
     let completion: WriteCompletion = {
         let done = done.clone();
         Box::new(move |result| {
             let _ = done.try_send(Answer::plain(id, kind.response(result)));
         })
     };
-    let refused = match context
+    let queued = match context
         .engine
         .submit_write(partition, Some(epoch), write, completion)
     {
-        Submitted::Done(result) => {
-            out.push(encode_response(scratch, id, kind.response(result)));
-            return Ok(Answered::Now);
-        }
-        Submitted::Queued => return Ok(Answered::Later),
+        Submitted::Done(result) => return Ok(Some(kind.response(result))),
+        Submitted::Queued => return Ok(None),
         Submitted::QueueFull(write, completion) => {
             let engine = Arc::clone(&context.engine);
             tokio::task::spawn_blocking(move || {
@@ -512,11 +509,5 @@ async fn submit_write(
             .map_err(|e| e.to_string())?
         }
     };
-    match refused {
-        Ok(()) => Ok(Answered::Later),
-        Err(e) => {
-            out.push(encode_response(scratch, id, Err(e.into_wire())));
-            Ok(Answered::Now)
-        }
-    }
+    Ok(queued.err().map(|e| Err(e.into_wire())))
 }
