@@ -108,7 +108,19 @@ impl StorageEngine {
         let mut reports = Vec::with_capacity(recovered.len());
         for (id, r) in recovered.into_iter().enumerate() {
             reports.push(r.report);
-            partitions.push(Partition::open(id, Arc::clone(&node), r.parts)?);
+            match Partition::open(id, Arc::clone(&node), r.parts) {
+                Ok(partition) => partitions.push(partition),
+                Err(e) => {
+                    // Stop the threads of the partitions already open.
+                    for partition in &partitions {
+                        partition.begin_close();
+                    }
+                    for partition in &partitions {
+                        let _ = partition.finish_close();
+                    }
+                    return Err(e);
+                }
+            }
         }
         tracing::info!(
             dir = %dir.display(),

@@ -223,9 +223,16 @@ impl Partition {
         if partition.node.check_writable().is_ok() {
             let flusher = {
                 let partition = Arc::clone(&partition);
-                spawn("flush", Box::new(move || partition.run_flusher(flush_rx)))?
+                spawn("flush", Box::new(move || partition.run_flusher(flush_rx)))
             };
-            partition.threads.lock().flusher = Some(flusher);
+            match flusher {
+                Ok(flusher) => partition.threads.lock().flusher = Some(flusher),
+                Err(e) => {
+                    partition.begin_close();
+                    let _ = partition.finish_close();
+                    return Err(e);
+                }
+            }
         }
         Ok(partition)
     }
