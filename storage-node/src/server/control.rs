@@ -511,3 +511,146 @@ async fn submit_write(
     };
     Ok(queued.err().map(|e| Err(e.into_wire())))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use splitkv_common::certs;
+    use splitkv_common::message::Request;
+    use splitkv_common::record;
+    use splitkv_common::tls::NodeIdentity;
+    use splitkv_common::transport::TransportSettings;
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::server::{Server, ServerConfig};
+    use crate::{IoEngineKind, StorageConfig, StorageEngine};
+
+    async fn read_response(
+        recv: &mut quinn::RecvStream,
+        decoder: &mut FrameDecoder,
+    ) -> (Response, Bytes) {
+        let frame = next_frame(recv, decoder)
+            .await
+            .expect("well-formed responses")
+            .expect("a response before the stream ends");
+        let response = message::decode_response(&frame).expect("response");
+        (response, frame.blob)
+    }
+
+    fn request(id: u64, body: RequestBody<'_>, blob: &[u8]) -> Bytes {
+        message::encode(&mut BytesMut::new(), &Request { id, body }, blob)
+    }
+
+    /// A write that has to wait in its partition's queue does not hold up
+    /// a read sent after it on the same connection: the read is answered
+    /// first, the write when the queue moves on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_is_answered_while_an_earlier_write_waits_in_the_queue() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let certs_dir = dir.path().join("certs");
+        certs::generate_cluster(&certs_dir, &certs::DEFAULT_STORAGE_NAMES, false).expect("certs");
+        let mut config = StorageConfig::new(dir.path().join("data"));
+        config.partitions = 1;
+        config.buffer_bytes = 16 << 10;
+        config.io_engine = IoEngineKind::Psync;
+        let engine = Arc::new(StorageEngine::open(config).expect("open"));
+        let stored = engine.put(0, b"r", b"v").expect("put");
+        let located = engine.stats().partitions[0].committed_end;
+        assert!(stored > 0 && located > 0);
+        let record_len = record::value_record_len(1, 1);
+
+        // Stall partition 0's queue: a large put waits for the writer
+        // thread, whose completion of it blocks until released.
+        let (entered_tx, entered_rx) = oneshot::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let stall: WriteCompletion = Box::new(move |result| {
+            result.expect("the stalling put");
+            let _ = entered_tx.send(());
+            let _ = release_rx.recv();
+        });
+        let large = OwnedWrite::put(Bytes::from_static(b"big"), Bytes::from(vec![7; 40 << 10]));
+        assert!(matches!(
+            engine.submit_write(0, None, large, stall),
+            Submitted::Queued
+        ));
+        entered_rx.await.expect("the writer thread holds the queue");
+
+        let identity = NodeIdentity::load(&certs_dir.join("storage")).expect("storage identity");
+        let listen: SocketAddr = "127.0.0.1:0".parse().expect("address");
+        let settings = TransportSettings::default();
+        let server = Server::bind(
+            Arc::clone(&engine),
+            &identity,
+            &ServerConfig {
+                listen,
+                transport: settings.clone(),
+            },
+        )
+        .expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+
+        let client = NodeIdentity::load(&certs_dir.join("compute")).expect("compute identity");
+        let mut endpoint = settings.client_endpoint(addr).expect("endpoint");
+        endpoint.set_default_client_config(
+            client
+                .client_config(Arc::new(settings.transport_config()))
+                .expect("client config"),
+        );
+        let conn = endpoint
+            .connect(addr, "localhost")
+            .expect("connect")
+            .await
+            .expect("handshake");
+        let (mut send, mut recv) = conn.open_bi().await.expect("control stream");
+        let mut decoder = FrameDecoder::new(1 << 20);
+        let hello = Hello {
+            protocol: PROTOCOL_VERSION,
+            role: Role::Writer {
+                partition: 0,
+                epoch: None,
+            },
+        };
+        send.write_all(&request(1, RequestBody::Hello(hello), &[]))
+            .await
+            .expect("hello");
+        let (welcome, _) = read_response(&mut recv, &mut decoder).await;
+        assert!(matches!(welcome.body, Ok(ResponseBody::Welcome { .. })));
+
+        // The put queues behind the stalled one; the get goes by it.
+        let mut both = request(2, RequestBody::Put { key: b"w" }, b"x").to_vec();
+        let get = RequestBody::Get {
+            partition: 0,
+            offset: located - record_len as u64,
+            len: record_len as u32,
+        };
+        both.extend_from_slice(&request(3, get, &[]));
+        send.write_all(&both).await.expect("put and get");
+        let (first, blob) = read_response(&mut recv, &mut decoder).await;
+        assert_eq!(first.id, 3, "the read is answered first: {first:?}");
+        assert_eq!(first.body, Ok(ResponseBody::Record));
+        let decoded = record::decode_value_record(&blob).expect("the record verifies");
+        assert_eq!((decoded.key, decoded.value), (&b"r"[..], &b"v"[..]));
+
+        release_tx.send(()).expect("release the queue");
+        let (second, _) = read_response(&mut recv, &mut decoder).await;
+        assert_eq!(second.id, 2);
+        let Ok(ResponseBody::Written(ack)) = second.body else {
+            panic!("the put is acknowledged: {second:?}");
+        };
+        assert!(ack.seq > stored + 1, "committed after the stalled put");
+
+        conn.close(0u32.into(), b"done");
+        let _ = stop.send(());
+        serving.await.expect("server");
+        let engine = Arc::clone(&engine);
+        tokio::task::spawn_blocking(move || engine.close().expect("close"))
+            .await
+            .expect("close task");
+    }
+}
