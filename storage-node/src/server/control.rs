@@ -585,7 +585,7 @@ mod tests {
             &identity,
             &ServerConfig {
                 listen,
-                transport: settings.clone(),
+                transport: settings,
             },
         )
         .expect("bind");
