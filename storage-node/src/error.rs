@@ -1,7 +1,7 @@
 //! The storage engine's errors.
 //!
 //! Every refusal a client can be told about is a
-//! [`WireError`](splitkv_common::message::WireError), wrapped as
+//! [`WireError`], wrapped as
 //! [`StorageError::Refused`]; the other variants are failures that only make
 //! sense on the storage node (and reach a client as
 //! [`WireError::Io`]).
