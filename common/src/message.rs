@@ -21,7 +21,7 @@ use thiserror::Error;
 use crate::frame::{self, RawFrame};
 
 /// Version of this protocol; a node refuses a peer that speaks another.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Application error codes with which a storage node closes a connection.
 pub mod close_code {
@@ -147,17 +147,22 @@ pub struct WriteAck {
     pub offset: u64,
 }
 
-/// Per-partition figures in a stats report.
+/// One partition's counters and ends, as of one moment: what the storage
+/// engine reports about a partition and what a stats report carries.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionReport {
-    /// Puts since the node started.
+    /// Puts acknowledged since the node started.
     pub puts: u64,
-    /// Deletes since the node started.
+    /// Deletes acknowledged since the node started.
     pub deletes: u64,
-    /// Value bytes written since the node started.
+    /// Value bytes acknowledged since the node started.
     pub value_bytes: u64,
-    /// Buffers flushed to the value log.
+    /// Buffers flushed to the value log since the node started.
     pub flushes: u64,
+    /// Bytes those flushes wrote.
+    pub flushed_bytes: u64,
+    /// Records written in regions of their own (too large for a buffer).
+    pub large_writes: u64,
     /// Committed end of the value log.
     pub committed_end: u64,
     /// End of the key log.

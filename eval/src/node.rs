@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{self, ServerConfig};
-use storage_node::{Durability, EngineConfig, IoEngineKind};
+use storage_node::{Durability, IoEngineKind, StorageConfig};
 
 /// The line the child prints once it serves.
 const READY: &str = "SPLITKV-STORAGE-LISTENING ";
@@ -42,7 +42,7 @@ pub struct NodeArgs {
 /// Body of the `storage-node` subcommand: serves until SIGTERM, then
 /// flushes and exits.
 pub fn serve(args: NodeArgs) -> Result<()> {
-    let mut config = EngineConfig::new(&args.data_dir);
+    let mut config = StorageConfig::new(&args.data_dir);
     config.partitions = args.partitions;
     config.durability = args.durability;
     config.io_engine = args.io_engine;

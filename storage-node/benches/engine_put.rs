@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use storage_node::{EngineConfig, IoEngineKind, StorageEngine};
+use storage_node::{IoEngineKind, StorageConfig, StorageEngine};
 
 const THREADS: usize = 16;
 const VALUE_BYTES: usize = 4096;
@@ -34,7 +34,7 @@ fn main() {
         .unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").to_string());
     let dir = tempfile::tempdir_in(&base).expect("bench directory");
 
-    let mut config = EngineConfig::new(dir.path().join("data"));
+    let mut config = StorageConfig::new(dir.path().join("data"));
     config.io_engine = io_engine;
     let engine = Arc::new(StorageEngine::open(config).expect("open engine"));
     let buffers_bytes = 2 * engine.manifest().buffer_bytes as u64 * engine.partition_count() as u64;

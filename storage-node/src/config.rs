@@ -15,9 +15,9 @@ pub enum Durability {
     /// are msynced before the acknowledgement, the value log is fdatasynced
     /// before a buffer is reused, and directories are fsynced when files
     /// are created. Writers of one partition that wait at the same time
-    /// (threads calling the engine) share one round of msyncs; through the
-    /// server, one connection's writes are synced one after another, since
-    /// it awaits each before handling its next request.
+    /// share one round of msyncs: threads calling the engine, and the
+    /// submitted writes that the partition's writer thread applies in one
+    /// round (a connection's pipelined writes).
     Sync,
 }
 
@@ -48,7 +48,7 @@ pub use splitkv_common::limits::Limits;
 
 /// How to open a data directory.
 #[derive(Debug, Clone)]
-pub struct EngineConfig {
+pub struct StorageConfig {
     /// The data directory (created if missing).
     pub data_dir: PathBuf,
     /// Number of partitions of a new data directory. An existing directory
@@ -69,7 +69,7 @@ pub struct EngineConfig {
     pub limits: Limits,
 }
 
-impl EngineConfig {
+impl StorageConfig {
     /// The defaults (16 partitions, 1 MiB buffers, 8 MiB key-log chunks,
     /// mmap durability, io_uring) for `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {

@@ -1,101 +1,33 @@
-//! The storage engine: a data directory of partitions, the global sequence
-//! counter, the writer epoch, and the poison flag.
+//! The storage engine: a data directory of partitions and the node-wide
+//! state they share (see [`crate::node_state`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
-use splitkv_common::message::WriteAck;
+use splitkv_common::message::{PartitionReport, WireError, WriteAck};
 
-use crate::aligned::BufferPool;
-use crate::config::{Durability, EngineConfig, Limits};
+use crate::config::{Durability, Limits, StorageConfig};
 use crate::disk::{Disk, OsDisk};
 use crate::error::{Result, StorageError};
 use crate::manifest::{DirLock, EpochFile, Manifest};
-use crate::partition::{Partition, WriteOp};
-use crate::read::{ExportProgress, RangeRead, RecordBytes};
+use crate::node_state::{NodeSettings, NodeState};
+use crate::partition::{
+    ExportProgress, OwnedWrite, Partition, RangeRead, RecordBytes, Submitted, WriteCompletion,
+    WriteOp,
+};
 use crate::recovery::{self, PartitionRecovery};
 use crate::uring::IoEngineKind;
 
 /// Range-read buffers kept for reuse (up to 16 MiB each).
 const RANGE_BUFFERS_KEPT: usize = 4;
 
-/// State shared by all partitions.
-pub(crate) struct Shared {
-    next_seq: AtomicU64,
-    pub(crate) epoch: AtomicU64,
-    poisoned: AtomicBool,
-    poison_reason: Mutex<Option<String>>,
-    read_only: Option<String>,
-    pub(crate) durability: Durability,
-    pub(crate) limits: Limits,
-    pub(crate) keylog_chunk_bytes: usize,
-    /// Buffers for range reads, reused across requests.
-    pub(crate) range_buffers: Arc<BufferPool>,
-}
-
-impl Shared {
-    /// Hands out the next global sequence number.
-    pub(crate) fn next_seq(&self) -> u64 {
-        self.next_seq.fetch_add(1, Ordering::Relaxed)
-    }
-
-    pub(crate) fn poisoned(&self) -> bool {
-        self.poisoned.load(Ordering::Acquire)
-    }
-
-    /// Refuses further writes after `err` (the first reason is kept).
-    pub(crate) fn poison(&self, err: &StorageError) {
-        let mut reason = self.poison_reason.lock();
-        if reason.is_none() {
-            tracing::error!("storage engine refuses writes from now on: {err}");
-            *reason = Some(err.to_string());
-        }
-        self.poisoned.store(true, Ordering::Release);
-    }
-
-    pub(crate) fn check_writable(&self) -> Result<()> {
-        if let Some(reason) = &self.read_only {
-            return Err(StorageError::ReadOnly {
-                reason: reason.clone(),
-            });
-        }
-        if self.poisoned() {
-            let reason = self.poison_reason.lock().clone().unwrap_or_default();
-            return Err(StorageError::Poisoned { reason });
-        }
-        Ok(())
-    }
-}
-
-/// A snapshot of one partition's state and activity.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PartitionStats {
-    /// Puts acknowledged since open.
-    pub puts: u64,
-    /// Deletes acknowledged since open.
-    pub deletes: u64,
-    /// Value bytes acknowledged since open.
-    pub value_bytes: u64,
-    /// Buffers written to the value log since open.
-    pub flushes: u64,
-    /// Bytes those flushes wrote.
-    pub flushed_bytes: u64,
-    /// Records written in regions of their own (too large for a buffer).
-    pub large_writes: u64,
-    /// The committed end of the value log.
-    pub committed_end: u64,
-    /// The end of the key log.
-    pub keylog_end: u64,
-}
-
-/// A snapshot of the engine's state.
+/// A snapshot of the storage engine's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EngineStats {
+pub struct StorageStats {
     /// Per partition, in order.
-    pub partitions: Vec<PartitionStats>,
+    pub partitions: Vec<PartitionReport>,
     /// The engine carrying O_DIRECT writes.
     pub io_engine: IoEngineKind,
     /// What acknowledgements guarantee.
@@ -116,11 +48,11 @@ pub struct EngineStats {
 /// epoch, the poison state (one partition's failed flush or sync refuses
 /// writes to all), the pool of range-read buffers, and the disk's I/O
 /// engine (one io_uring thread carries every partition's O_DIRECT
-/// writes).
+/// writes). Each partition has a flusher thread and a writer thread (for
+/// submitted writes that had to wait).
 pub struct StorageEngine {
-    shared: Arc<Shared>,
+    node: Arc<NodeState>,
     partitions: Vec<Arc<Partition>>,
-    flushers: Mutex<Vec<JoinHandle<()>>>,
     epoch_file: Mutex<EpochFile>,
     disk: Arc<dyn Disk>,
     manifest: Manifest,
@@ -132,7 +64,7 @@ pub struct StorageEngine {
 impl StorageEngine {
     /// Opens (or creates) the data directory of `config` on the real file
     /// system, with the configured I/O engine.
-    pub fn open(config: EngineConfig) -> Result<Self> {
+    pub fn open(config: StorageConfig) -> Result<Self> {
         let disk = Arc::new(OsDisk::new(config.io_engine));
         Self::open_with_disk(config, disk)
     }
@@ -141,7 +73,7 @@ impl StorageEngine {
     ///
     /// Recovers every partition (see [`crate::recovery`]): after this
     /// returns, every write acknowledged before a crash is readable.
-    pub fn open_with_disk(config: EngineConfig, disk: Arc<dyn Disk>) -> Result<Self> {
+    pub fn open_with_disk(config: StorageConfig, disk: Arc<dyn Disk>) -> Result<Self> {
         let dir = config.data_dir.clone();
         disk.create_dir_all(&dir)
             .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
@@ -163,39 +95,31 @@ impl StorageEngine {
         if let Some(reason) = &read_only {
             tracing::error!("opening {} read-only: {reason}", dir.display());
         }
-        let shared = Arc::new(Shared {
-            next_seq: AtomicU64::new(max_seq + 1),
-            epoch: AtomicU64::new(epoch),
-            poisoned: AtomicBool::new(false),
-            poison_reason: Mutex::new(None),
+        let node = Arc::new(NodeState::new(NodeSettings {
+            next_seq: max_seq + 1,
+            writer_epoch: epoch,
             read_only,
             durability: config.durability,
             limits: config.limits,
             keylog_chunk_bytes: manifest.keylog_chunk_bytes,
-            range_buffers: BufferPool::new(RANGE_BUFFERS_KEPT),
-        });
+            range_buffers_kept: RANGE_BUFFERS_KEPT,
+        }));
         let mut partitions = Vec::with_capacity(recovered.len());
         let mut reports = Vec::with_capacity(recovered.len());
         for (id, r) in recovered.into_iter().enumerate() {
             reports.push(r.report);
-            partitions.push(Arc::new(Partition::new(
-                id,
-                Arc::clone(&shared),
-                r.vlog,
-                r.buffers,
-                r.state,
-                r.vlog_allocated,
-            )));
-        }
-        let mut flushers = Vec::new();
-        if shared.read_only.is_none() {
-            for partition in &partitions {
-                let partition = Arc::clone(partition);
-                let handle = std::thread::Builder::new()
-                    .name(format!("flush-p{}", partition.id))
-                    .spawn(move || partition.run_flusher())
-                    .map_err(|e| StorageError::io("starting a flusher thread", e))?;
-                flushers.push(handle);
+            match Partition::open(id, Arc::clone(&node), r.parts) {
+                Ok(partition) => partitions.push(partition),
+                Err(e) => {
+                    // Stop the threads of the partitions already open.
+                    for partition in &partitions {
+                        partition.begin_close();
+                    }
+                    for partition in &partitions {
+                        let _ = partition.finish_close();
+                    }
+                    return Err(e);
+                }
             }
         }
         tracing::info!(
@@ -207,9 +131,8 @@ impl StorageEngine {
             "storage engine open"
         );
         Ok(Self {
-            shared,
+            node,
             partitions,
-            flushers: Mutex::new(flushers),
             epoch_file: Mutex::new(epoch_file),
             disk,
             manifest,
@@ -220,13 +143,13 @@ impl StorageEngine {
     }
 
     fn partition(&self, partition: usize) -> Result<&Partition> {
-        self.partitions
-            .get(partition)
-            .map(|p| &**p)
-            .ok_or(StorageError::NoSuchPartition {
-                partition,
-                count: self.partitions.len(),
-            })
+        self.partitions.get(partition).map(|p| &**p).ok_or_else(|| {
+            WireError::NoSuchPartition {
+                partition: partition as u32,
+                count: self.partitions.len() as u32,
+            }
+            .into()
+        })
     }
 
     /// Number of partitions.
@@ -251,7 +174,7 @@ impl StorageEngine {
 
     /// Key and value limits.
     pub fn limits(&self) -> Limits {
-        self.shared.limits
+        self.node.limits
     }
 
     /// Puts `key` = `value` into `partition` and returns its sequence number
@@ -269,16 +192,19 @@ impl StorageEngine {
         Ok(ack[0].seq)
     }
 
-    /// Applies `ops` to `partition` as one unit and writes one
-    /// acknowledgement (sequence number and value-log offset) per op into
-    /// `acks`.
+    /// Applies `ops` to `partition` as one unit, on the calling thread
+    /// (waiting for a free buffer, a large write or a sync as needed), and
+    /// writes one acknowledgement (sequence number and value-log offset) per
+    /// op into `acks`.
     ///
     /// Guarantees on return: every op is in the key log, after every write
     /// acknowledged before it in this partition; in `mmap` durability it
     /// survives the death of this process, in `sync` durability a power
     /// loss. After a crash either all ops of the unit are there or none.
-    /// With `epoch`, the write is refused with [`StorageError::Fenced`] if a
-    /// newer writer epoch has begun.
+    /// With `epoch`, the write is refused with [`WireError::Fenced`] if a
+    /// newer writer epoch has begun. It takes its place in the partition's
+    /// log when it takes the partition lock, which may be ahead of writes
+    /// waiting in the partition's queue (see [`StorageEngine::submit_write`]).
     pub fn write(
         &self,
         partition: usize,
@@ -286,21 +212,46 @@ impl StorageEngine {
         ops: &[WriteOp<'_>],
         acks: &mut [WriteAck],
     ) -> Result<()> {
-        self.partition(partition)?.write(ops, epoch, acks, true)
+        self.partition(partition)?.write(ops, epoch, acks)
     }
 
-    /// Like [`StorageEngine::write`], but never waits: where `write` would
-    /// wait for a buffer to be flushed, write a record too large for a
-    /// buffer, or sync, it returns [`StorageError::WouldBlock`] having
-    /// committed nothing, so an async caller can retry on a blocking thread.
-    pub fn try_write(
+    /// Hands `request` over to `partition`, without blocking on the disk:
+    /// it is applied at once when no submitted write of the partition waits
+    /// before it and it needs no waiting ([`Submitted::Done`]; `done` is not
+    /// called), else it waits in the partition's bounded queue for the
+    /// partition's writer thread, which calls `done` with its outcome
+    /// ([`Submitted::Queued`]). If that queue is full, nothing is done and
+    /// both come back ([`Submitted::QueueFull`]; see
+    /// [`StorageEngine::queue_write`]).
+    ///
+    /// Writes submitted to one partition commit in the order they were
+    /// submitted and are acknowledged in log order, with the guarantees of
+    /// [`StorageEngine::write`].
+    pub fn submit_write(
         &self,
         partition: usize,
         epoch: Option<u64>,
-        ops: &[WriteOp<'_>],
-        acks: &mut [WriteAck],
+        request: OwnedWrite,
+        done: WriteCompletion,
+    ) -> Submitted {
+        match self.partition(partition) {
+            Ok(p) => p.submit(epoch, request, done),
+            Err(e) => Submitted::Done(Err(e)),
+        }
+    }
+
+    /// Puts `request` into `partition`'s queue, blocking while the queue is
+    /// full, behind every write submitted before it; the partition's writer
+    /// thread calls `done` with the outcome. Returns once it is queued, or
+    /// the refusal (then `done` is dropped uncalled).
+    pub fn queue_write(
+        &self,
+        partition: usize,
+        epoch: Option<u64>,
+        request: OwnedWrite,
+        done: WriteCompletion,
     ) -> Result<()> {
-        self.partition(partition)?.write(ops, epoch, acks, false)
+        self.partition(partition)?.queue_write(epoch, request, done)
     }
 
     /// Reads the record at `offset` of `len` bytes in `partition`, verifying
@@ -345,56 +296,36 @@ impl StorageEngine {
     /// lock has been passed after the new epoch was stored.
     pub fn begin_writer_epoch(&self) -> Result<u64> {
         let file = self.epoch_file.lock();
-        let next = self.shared.epoch.load(Ordering::Acquire) + 1;
+        let next = self.node.writer_epoch() + 1;
         file.store(next)?;
-        self.shared.epoch.store(next, Ordering::Release);
+        self.node.set_writer_epoch(next);
         for partition in &self.partitions {
-            drop(partition.state.lock());
+            partition.fence_barrier();
         }
         Ok(next)
     }
 
     /// The current writer epoch.
     pub fn writer_epoch(&self) -> u64 {
-        self.shared.epoch.load(Ordering::Acquire)
+        self.node.writer_epoch()
     }
 
     /// A snapshot of counters and state.
-    pub fn stats(&self) -> EngineStats {
-        let partitions = self
-            .partitions
-            .iter()
-            .map(|p| {
-                let (committed_end, keylog_end) = {
-                    let st = p.state.lock();
-                    (st.committed_end(), st.keylog.end())
-                };
-                let c = &p.counters;
-                PartitionStats {
-                    puts: c.puts.load(Ordering::Relaxed),
-                    deletes: c.deletes.load(Ordering::Relaxed),
-                    value_bytes: c.value_bytes.load(Ordering::Relaxed),
-                    flushes: c.flushes.load(Ordering::Relaxed),
-                    flushed_bytes: c.flushed_bytes.load(Ordering::Relaxed),
-                    large_writes: c.large_writes.load(Ordering::Relaxed),
-                    committed_end,
-                    keylog_end,
-                }
-            })
-            .collect();
-        EngineStats {
-            partitions,
+    pub fn stats(&self) -> StorageStats {
+        StorageStats {
+            partitions: self.partitions.iter().map(|p| p.report()).collect(),
             io_engine: self.io_engine(),
-            durability: self.shared.durability,
-            refusing_writes: self.shared.check_writable().err().map(|e| e.to_string()),
+            durability: self.node.durability,
+            refusing_writes: self.node.refusing_writes(),
             writer_epoch: self.writer_epoch(),
-            next_seq: self.shared.next_seq.load(Ordering::Relaxed),
+            next_seq: self.node.peek_next_seq(),
         }
     }
 
     /// Writes every buffer to the value log, makes everything durable, and
-    /// stops the flushers. Writes are refused from the moment this starts.
-    /// Called by `Drop` too, where errors can only be logged.
+    /// stops the partitions' threads. Writes are refused from the moment
+    /// this starts; queued writes are completed with that refusal. Called by
+    /// `Drop` too, where errors can only be logged.
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -403,15 +334,10 @@ impl StorageEngine {
             partition.begin_close();
         }
         let mut first_error = None;
-        if self.shared.check_writable().is_ok() {
-            for partition in &self.partitions {
-                if let Err(e) = partition.wait_flushed().and_then(|()| partition.sync()) {
-                    first_error.get_or_insert(e);
-                }
+        for partition in &self.partitions {
+            if let Err(e) = partition.finish_close() {
+                first_error.get_or_insert(e);
             }
-        }
-        for handle in self.flushers.lock().drain(..) {
-            let _ = handle.join();
         }
         match first_error {
             Some(e) => Err(e),
@@ -425,5 +351,198 @@ impl Drop for StorageEngine {
         if let Err(e) = self.close() {
             tracing::error!("closing the storage engine: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::partition::MAX_QUEUED_WRITES_PER_PARTITION;
+
+    fn open(dir: &std::path::Path, durability: Durability) -> StorageEngine {
+        let mut config = StorageConfig::new(dir);
+        config.partitions = 2;
+        config.buffer_bytes = 16 << 10;
+        config.keylog_chunk_bytes = 64 << 10;
+        config.durability = durability;
+        config.io_engine = IoEngineKind::Psync;
+        StorageEngine::open(config).expect("open")
+    }
+
+    /// Submits puts to partition 0, every third one too large for a buffer
+    /// (so it must wait for a write of its own), and returns each put's
+    /// sequence number in submission order, whether it finished at once or
+    /// through its completion.
+    fn submit_mixed_puts(engine: &StorageEngine, count: usize) -> Vec<u64> {
+        let (done_tx, done_rx) = mpsc::channel();
+        let mut seqs = vec![None; count];
+        let mut queued = 0;
+        for (i, seq) in seqs.iter_mut().enumerate() {
+            let len = if i % 3 == 0 { 40 << 10 } else { 100 };
+            let value = Bytes::from(vec![i as u8; len]);
+            let key = Bytes::from(format!("k{i}").into_bytes());
+            let tx = done_tx.clone();
+            let done: WriteCompletion = Box::new(move |result| {
+                let _ = tx.send((i, result));
+            });
+            match engine.submit_write(0, None, OwnedWrite::put(key, value), done) {
+                Submitted::Done(result) => *seq = Some(result.expect("put")[0].seq),
+                Submitted::Queued => queued += 1,
+                Submitted::QueueFull(..) => panic!("{count} writes fit the queue"),
+            }
+        }
+        for _ in 0..queued {
+            let (i, result) = done_rx.recv().expect("every queued write completes");
+            seqs[i] = Some(result.expect("put")[0].seq);
+        }
+        seqs.into_iter().map(|s| s.expect("acknowledged")).collect()
+    }
+
+    fn assert_submission_order(durability: Durability) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = open(dir.path(), durability);
+        let seqs = submit_mixed_puts(&engine, 60);
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "committed out of submission order: {seqs:?}"
+        );
+        let report = &engine.stats().partitions[0];
+        assert_eq!(report.puts, 60);
+        assert_eq!(report.large_writes, 20);
+        engine.close().expect("close");
+    }
+
+    #[test]
+    fn submitted_writes_commit_in_submission_order_around_ones_that_wait() {
+        assert_submission_order(Durability::Mmap);
+    }
+
+    #[test]
+    fn submitted_writes_in_sync_durability_are_queued_and_commit_in_order() {
+        assert_submission_order(Durability::Sync);
+    }
+
+    #[test]
+    fn a_full_queue_hands_the_write_back_and_queue_write_waits_for_room() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Arc::new(open(dir.path(), Durability::Mmap));
+        let (done_tx, done_rx) = mpsc::channel();
+        let completion = |i: usize| -> WriteCompletion {
+            let tx = done_tx.clone();
+            Box::new(move |result: Result<Vec<WriteAck>>| {
+                let _ = tx.send((i, result.expect("put")[0].seq));
+            })
+        };
+        let put = |i: usize, len: usize| {
+            OwnedWrite::put(
+                Bytes::from(format!("k{i}").into_bytes()),
+                Bytes::from(vec![1; len]),
+            )
+        };
+        // A large put must wait, so it is queued; its completion holds the
+        // writer thread until released, so nothing leaves the queue.
+        let (entered_tx, entered_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let first = completion(0);
+        let holding: WriteCompletion = Box::new(move |result| {
+            let _ = entered_tx.send(());
+            let _ = release_rx.recv();
+            first(result);
+        });
+        assert!(matches!(
+            engine.submit_write(0, None, put(0, 40 << 10), holding),
+            Submitted::Queued
+        ));
+        entered_rx
+            .recv()
+            .expect("the writer thread completes the large put");
+        for i in 1..=MAX_QUEUED_WRITES_PER_PARTITION {
+            let submitted = engine.submit_write(0, None, put(i, 100), completion(i));
+            assert!(matches!(submitted, Submitted::Queued), "{i}: {submitted:?}");
+        }
+        let last = MAX_QUEUED_WRITES_PER_PARTITION + 1;
+        let Submitted::QueueFull(write, done) =
+            engine.submit_write(0, None, put(last, 100), completion(last))
+        else {
+            panic!("the queue is full");
+        };
+        let waiter = {
+            let engine = Arc::clone(&engine);
+            std::thread::spawn(move || engine.queue_write(0, None, write, done))
+        };
+        release_tx.send(()).expect("release the writer thread");
+        waiter
+            .join()
+            .expect("waiter")
+            .expect("queued once there is room");
+        let mut seqs = vec![0; last + 1];
+        for _ in 0..=last {
+            let (i, seq) = done_rx.recv().expect("every write completes");
+            seqs[i] = seq;
+        }
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "committed out of submission order"
+        );
+    }
+
+    #[test]
+    fn a_submitted_write_that_breaks_a_limit_is_refused_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = open(dir.path(), Durability::Mmap);
+        let never: WriteCompletion = Box::new(|_| panic!("refused writes are not queued"));
+        let submitted =
+            engine.submit_write(0, None, OwnedWrite::put(Bytes::new(), Bytes::new()), never);
+        assert!(
+            matches!(
+                submitted,
+                Submitted::Done(Err(StorageError::Refused(WireError::EmptyKey)))
+            ),
+            "{submitted:?}"
+        );
+        let never: WriteCompletion = Box::new(|_| panic!("refused writes are not queued"));
+        let submitted =
+            engine.submit_write(5, None, OwnedWrite::delete(Bytes::from_static(b"k")), never);
+        assert!(
+            matches!(
+                submitted,
+                Submitted::Done(Err(StorageError::Refused(
+                    WireError::NoSuchPartition { .. }
+                )))
+            ),
+            "{submitted:?}"
+        );
+    }
+
+    #[test]
+    fn writes_submitted_after_close_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = open(dir.path(), Durability::Mmap);
+        engine.close().expect("close");
+        let never: WriteCompletion = Box::new(|_| panic!("refused writes are not queued"));
+        let submitted = engine.submit_write(
+            0,
+            None,
+            OwnedWrite::put(Bytes::from_static(b"k"), Bytes::from_static(b"v")),
+            never,
+        );
+        assert!(
+            matches!(
+                submitted,
+                Submitted::Done(Err(StorageError::Refused(WireError::ShuttingDown)))
+            ),
+            "{submitted:?}"
+        );
+        let never: WriteCompletion = Box::new(|_| panic!("refused writes are not queued"));
+        let queued =
+            engine.queue_write(0, None, OwnedWrite::delete(Bytes::from_static(b"k")), never);
+        assert!(
+            matches!(queued, Err(StorageError::Refused(WireError::ShuttingDown))),
+            "{queued:?}"
+        );
     }
 }

@@ -1,14 +1,26 @@
 //! The storage engine's errors.
+//!
+//! Every refusal a client can be told about is a
+//! [`WireError`], wrapped as
+//! [`StorageError::Refused`]; the other variants are failures that only make
+//! sense on the storage node (and reach a client as
+//! [`WireError::Io`]).
 
 use std::io;
 use std::path::PathBuf;
 
+use splitkv_common::message::WireError;
 use splitkv_common::record::RecordError;
 use thiserror::Error;
 
 /// Everything the storage engine can refuse or fail with.
 #[derive(Debug, Error)]
 pub enum StorageError {
+    /// A refusal in the protocol's terms: fenced, too large, empty key, no
+    /// such partition, corrupt record, poisoned, read-only, disk full,
+    /// shutting down. A client receives exactly this error.
+    #[error(transparent)]
+    Refused(#[from] WireError),
     /// Another process holds the data directory's lock.
     #[error("data directory {dir} is in use by another process (its LOCK file is held)")]
     Locked {
@@ -27,75 +39,14 @@ pub enum StorageError {
         /// What the kernel answered.
         source: io::Error,
     },
-    /// The disk has no space left for this write or for the space it
-    /// preallocates.
-    #[error("disk full while {context}")]
-    DiskFull {
-        /// What the engine was doing.
-        context: String,
-    },
-    /// An I/O operation failed.
+    /// An I/O operation failed (other than for want of space, which is
+    /// [`WireError::DiskFull`]).
     #[error("I/O error while {context}: {source}")]
     Io {
         /// What the engine was doing.
         context: String,
         /// The underlying error.
         source: io::Error,
-    },
-    /// A flush or sync failed earlier; the engine refuses writes until it is
-    /// reopened (reads go on). Nothing acknowledged before the failure is
-    /// lost: reopening recovers it.
-    #[error("storage engine refuses writes after an earlier failure: {reason}")]
-    Poisoned {
-        /// The failure that poisoned the engine.
-        reason: String,
-    },
-    /// The engine was opened read-only (for example because recovery could
-    /// not write to a full disk); reads work, writes are refused.
-    #[error("storage engine is read-only: {reason}")]
-    ReadOnly {
-        /// Why the engine is read-only.
-        reason: String,
-    },
-    /// A newer writer has taken over; this writer's writes are refused.
-    #[error("fenced: writer epoch {yours} was superseded by epoch {current}")]
-    Fenced {
-        /// The epoch the refused writer holds.
-        yours: u64,
-        /// The current writer epoch.
-        current: u64,
-    },
-    /// A key, value, batch or range is outside the configured limits.
-    #[error("{what} is {len} bytes; the limit is {max}")]
-    TooLarge {
-        /// What was too large.
-        what: &'static str,
-        /// Its size.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// Keys must be at least one byte long.
-    #[error("empty key")]
-    EmptyKey,
-    /// The partition number does not exist.
-    #[error("partition {partition} does not exist (the store has {count})")]
-    NoSuchPartition {
-        /// The requested partition.
-        partition: usize,
-        /// How many partitions there are.
-        count: usize,
-    },
-    /// The record at a location is torn, corrupt or not a record; its bytes
-    /// are not served.
-    #[error("record at partition {partition} offset {offset} is unreadable: {source}")]
-    Corrupt {
-        /// Partition of the record.
-        partition: usize,
-        /// Value-log offset of the record.
-        offset: u64,
-        /// What is wrong with it.
-        source: RecordError,
     },
     /// The data directory's manifest is missing, unreadable or does not
     /// match the configuration.
@@ -106,24 +57,55 @@ pub enum StorageError {
         /// What is wrong.
         reason: String,
     },
-    /// The engine is shutting down.
-    #[error("storage engine is shutting down")]
-    ShuttingDown,
-    /// Only from [`StorageEngine::try_write`](crate::StorageEngine::try_write):
-    /// the write would have to wait; nothing was committed.
-    #[error("the write would block")]
-    WouldBlock,
 }
 
 impl StorageError {
     /// Wraps an I/O error with context, classifying a full disk as
-    /// [`StorageError::DiskFull`].
+    /// [`WireError::DiskFull`].
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         let context = context.into();
         if source.raw_os_error() == Some(libc::ENOSPC) {
-            StorageError::DiskFull { context }
+            WireError::DiskFull { context }.into()
         } else {
             StorageError::Io { context, source }
+        }
+    }
+
+    /// [`WireError::TooLarge`]: `what` is `len` bytes, over the limit `max`.
+    pub fn too_large(what: &str, len: usize, max: usize) -> Self {
+        WireError::TooLarge {
+            what: what.to_string(),
+            len: len as u64,
+            max: max as u64,
+        }
+        .into()
+    }
+
+    /// [`WireError::Corrupt`]: the bytes at `offset` of `partition` are not
+    /// a record that verifies.
+    pub fn corrupt(partition: usize, offset: u64, source: RecordError) -> Self {
+        WireError::Corrupt {
+            partition: partition as u32,
+            offset,
+            reason: source.to_string(),
+        }
+        .into()
+    }
+
+    /// [`WireError::ShuttingDown`].
+    pub fn shutting_down() -> Self {
+        WireError::ShuttingDown.into()
+    }
+
+    /// The error a client receives for this one: the refusal itself, or
+    /// [`WireError::Io`] with this error's message for a storage-local
+    /// failure.
+    pub fn into_wire(self) -> WireError {
+        match self {
+            StorageError::Refused(refusal) => refusal,
+            other => WireError::Io {
+                message: other.to_string(),
+            },
         }
     }
 }

@@ -8,6 +8,10 @@
 //! mappings, so it survives `kill -9`; `sync` durability also msyncs them
 //! first, so it survives power loss. See [`StorageEngine`] for the
 //! guarantees and [`recovery`] for what happens after a crash.
+//!
+//! Calls go one way: [`server`] → [`StorageEngine`] → partition → write
+//! buffers, key log, [`disk`]. What the partitions share lives below them,
+//! in the node state the engine hands down.
 
 pub mod aligned;
 mod buffer;
@@ -15,21 +19,22 @@ pub mod config;
 pub mod disk;
 mod engine;
 pub mod error;
-mod flush;
 mod keylog;
 pub mod manifest;
+mod node_state;
 mod partition;
-mod read;
 pub mod recovery;
 pub mod server;
 mod uring;
 
-pub use config::{Durability, EngineConfig, Limits};
+pub use config::{Durability, Limits, StorageConfig};
 pub use disk::{Disk, DiskFile, FileKind, Mapping, OsDisk};
-pub use engine::{EngineStats, PartitionStats, StorageEngine};
+pub use engine::{StorageEngine, StorageStats};
 pub use error::StorageError;
 pub use keylog::ScanSummary;
-pub use partition::WriteOp;
-pub use read::{ExportProgress, MAX_RANGE_BYTES, RangeRead, RecordBytes};
-pub use splitkv_common::message::WriteAck;
+pub use partition::{
+    ExportProgress, MAX_QUEUED_WRITES_PER_PARTITION, MAX_RANGE_BYTES, OwnedWrite, RangeRead,
+    RecordBytes, Submitted, WriteCompletion, WriteOp,
+};
+pub use splitkv_common::message::{PartitionReport, WireError, WriteAck};
 pub use uring::IoEngineKind;

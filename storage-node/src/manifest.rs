@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::EngineConfig;
+use crate::config::StorageConfig;
 use crate::disk::{Disk, DiskFile, FileKind, FileLock};
 use crate::error::{Result, StorageError};
 
@@ -78,7 +78,7 @@ impl Manifest {
     /// manifest from `config` if the directory is new. An existing manifest
     /// wins over the configuration, except that a different partition count
     /// is an error.
-    pub fn load_or_create(disk: &dyn Disk, config: &EngineConfig) -> Result<Self> {
+    pub fn load_or_create(disk: &dyn Disk, config: &StorageConfig) -> Result<Self> {
         let dir = &config.data_dir;
         let path = dir.join(MANIFEST);
         let manifest_err = |reason: String| StorageError::Manifest {

@@ -18,11 +18,11 @@ use std::sync::Arc;
 
 use crate::aligned::align_up;
 use crate::buffer::{BufferState, WriteBuffer};
-use crate::disk::{Disk, DiskFile, FileKind};
+use crate::disk::{Disk, FileKind};
 use crate::error::{Result, StorageError};
 use crate::keylog::{KeyLog, ScanSummary};
 use crate::manifest::Manifest;
-use crate::partition::{Slot, State};
+use crate::partition::{BufferSlot, PartitionParts};
 
 /// What recovery did for one partition.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,14 +37,10 @@ pub struct PartitionRecovery {
     pub next_base: u64,
 }
 
-/// The opened parts of a partition, ready to serve.
+/// A recovered partition: its parts, ready to open, and what recovery did.
 pub(crate) struct Recovered {
-    pub(crate) vlog: Arc<dyn DiskFile>,
-    pub(crate) buffers: [Arc<WriteBuffer>; 2],
-    pub(crate) state: State,
+    pub(crate) parts: PartitionParts,
     pub(crate) report: PartitionRecovery,
-    /// Bytes of the value log allocated on disk (its length).
-    pub(crate) vlog_allocated: u64,
     /// Set when a buffer could not be replayed for want of space.
     pub(crate) read_only_reason: Option<String>,
 }
@@ -91,7 +87,7 @@ pub(crate) fn recover_partition(
         keylog: scan,
         ..PartitionRecovery::default()
     };
-    let mut slots = [Slot::Free, Slot::Free];
+    let mut slots = [BufferSlot::Flushed, BufferSlot::Flushed];
     let mut read_only_reason = None;
     let mut replayed = Vec::new();
     for (index, buffer) in buffers.iter().enumerate() {
@@ -117,11 +113,7 @@ pub(crate) fn recover_partition(
                      free space and restart to make it writable",
                     header.fill, header.base
                 ));
-                slots[index] = Slot::Sealed {
-                    base: header.base,
-                    fill: header.fill,
-                    synced: header.fill,
-                };
+                slots[index] = BufferSlot::recovered_unflushed(header.base, header.fill);
             }
             Err(e) => return Err(ctx("replaying an unflushed write buffer", e)),
         }
@@ -154,11 +146,15 @@ pub(crate) fn recover_partition(
         .try_into()
         .unwrap_or_else(|_| unreachable!("two buffers"));
     Ok(Recovered {
-        vlog,
-        buffers: [b0, b1],
-        state: State::new(keylog, slots, next_base),
+        parts: PartitionParts {
+            vlog,
+            vlog_allocated,
+            buffers: [b0, b1],
+            slots,
+            keylog,
+            next_base,
+        },
         report,
-        vlog_allocated,
         read_only_reason,
     })
 }
@@ -206,7 +202,7 @@ pub(crate) fn probe_direct_io(disk: &dyn Disk, data_dir: &Path) -> Result<()> {
 mod tests {
     use crate::aligned::DIRECT_ALIGN;
     use crate::buffer::{BufferState, Header, WriteBuffer};
-    use crate::{EngineConfig, IoEngineKind, OsDisk, StorageEngine};
+    use crate::{IoEngineKind, OsDisk, StorageConfig, StorageEngine};
 
     /// A crash leaves a buffer `Filling` whose bytes past the fill are stale
     /// (left by an earlier cycle of the buffer): recovery writes the last
@@ -214,7 +210,7 @@ mod tests {
     #[test]
     fn replay_pads_a_filling_buffer_with_zeros() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = EngineConfig::new(dir.path());
+        let mut config = StorageConfig::new(dir.path());
         config.partitions = 1;
         config.buffer_bytes = 4 * DIRECT_ALIGN;
         config.io_engine = IoEngineKind::Psync;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use storage_node::{
-    Durability, IoEngineKind, OsDisk, StorageEngine, StorageError, WriteAck, WriteOp,
+    Durability, IoEngineKind, OsDisk, StorageEngine, StorageError, WireError, WriteAck, WriteOp,
 };
 use support::faults::{FaultDisk, FaultPlan, Files, Op, PowerCutDisk};
 use support::{build_index, get, small_config, value_for};
@@ -115,20 +115,23 @@ fn fault_poisons_without_loss(
         acked = all;
         let message = err.to_string();
         match (&err, expect) {
-            (StorageError::DiskFull { .. }, Expect::DiskFull) => {}
+            (StorageError::Refused(WireError::DiskFull { .. }), Expect::DiskFull) => {}
             (StorageError::Io { .. }, Expect::IoError) => {}
-            (StorageError::Poisoned { .. }, _) => {}
+            (StorageError::Refused(WireError::Poisoned { .. }), _) => {}
             _ => panic!("unexpected error {message} for {expect:?}"),
         }
         let fault_text = match expect {
-            Expect::DiskFull => "disk full",
+            Expect::DiskFull => "disk is full",
             Expect::IoError => "Input/output error",
         };
         assert!(message.contains(fault_text), "{message}");
         let again = engine
             .put(0, b"after", b"the fault")
             .expect_err("poisoned engine refuses writes");
-        assert!(matches!(again, StorageError::Poisoned { .. }), "{again}");
+        assert!(
+            matches!(again, StorageError::Refused(WireError::Poisoned { .. })),
+            "{again}"
+        );
         let refusal = again.to_string();
         assert!(refusal.contains(fault_text), "{refusal}");
         assert_eq!(engine.stats().refusing_writes, Some(refusal));
@@ -334,7 +337,10 @@ fn a_large_write_on_a_full_disk_fails_that_put() {
     let err = engine
         .put(0, b"large", &vec![7u8; 300_000])
         .expect_err("large write fails");
-    assert!(matches!(err, StorageError::DiskFull { .. }), "{err}");
+    assert!(
+        matches!(err, StorageError::Refused(WireError::DiskFull { .. })),
+        "{err}"
+    );
     let index = build_index(&engine);
     assert_eq!(
         get(&engine, &index, b"small").as_deref(),
@@ -421,7 +427,10 @@ fn recovery_onto_a_full_disk_opens_read_only_then_recovers_later() {
         let refusal = engine.stats().refusing_writes.expect("read-only");
         assert!(refusal.contains("too full to recover"), "{refusal}");
         let err = engine.put(0, b"k", b"v").expect_err("read-only");
-        assert!(matches!(err, StorageError::ReadOnly { .. }), "{err}");
+        assert!(
+            matches!(err, StorageError::Refused(WireError::ReadOnly { .. })),
+            "{err}"
+        );
         assert_all_readable(&engine, &acked);
     }
     let engine =

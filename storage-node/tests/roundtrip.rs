@@ -7,7 +7,7 @@ mod support;
 use std::process::Command;
 use std::sync::atomic::Ordering;
 
-use storage_node::{EngineConfig, StorageEngine, StorageError, WriteAck, WriteOp};
+use storage_node::{StorageConfig, StorageEngine, StorageError, WireError, WriteAck, WriteOp};
 use support::faults::{FaultDisk, FaultPlan};
 use support::{build_index, get, small_config, value_for};
 
@@ -175,17 +175,17 @@ fn limits_are_checked_with_clear_errors() {
     let engine = open(dir.path());
     assert!(matches!(
         engine.put(0, b"", b"v"),
-        Err(StorageError::EmptyKey)
+        Err(StorageError::Refused(WireError::EmptyKey))
     ));
     let err = engine.put(0, &[1u8; 1025], b"v").expect_err("key too long");
     assert!(
         matches!(
             err,
-            StorageError::TooLarge {
-                what: "key",
+            StorageError::Refused(WireError::TooLarge {
+                ref what,
                 len: 1025,
                 max: 1024
-            }
+            }) if what == "key"
         ),
         "{err}"
     );
@@ -193,20 +193,23 @@ fn limits_are_checked_with_clear_errors() {
         .put(0, b"k", &vec![0u8; (16 << 20) + 1])
         .expect_err("value too long");
     assert!(
-        matches!(err, StorageError::TooLarge { what: "value", .. }),
+        matches!(err, StorageError::Refused(WireError::TooLarge { ref what, .. }) if what == "value"),
         "{err}"
     );
     assert!(matches!(
         engine.put(9, b"k", b"v"),
-        Err(StorageError::NoSuchPartition {
+        Err(StorageError::Refused(WireError::NoSuchPartition {
             partition: 9,
             count: 4
-        })
+        }))
     ));
     let err = engine
         .read_range(0, 0, (16 << 20) + 1)
         .expect_err("range too long");
-    assert!(matches!(err, StorageError::TooLarge { .. }));
+    assert!(matches!(
+        err,
+        StorageError::Refused(WireError::TooLarge { .. })
+    ));
     assert!(
         engine.stats().partitions.iter().all(|p| p.puts == 0),
         "nothing was written"
@@ -274,7 +277,10 @@ fn a_flipped_byte_in_the_value_log_is_a_checksum_error_not_data() {
         .read(0, victim.offset, victim.record_len)
         .expect_err("corrupt record must not be served");
     assert!(
-        matches!(err, StorageError::Corrupt { partition: 0, .. }),
+        matches!(
+            err,
+            StorageError::Refused(WireError::Corrupt { partition: 0, .. })
+        ),
         "{err}"
     );
     let index = build_index(&engine);
@@ -321,7 +327,7 @@ fn a_new_writer_epoch_fences_the_old_one() {
             .write(0, Some(first), &op, &mut seq)
             .expect_err("old writer fenced");
         assert!(
-            matches!(err, StorageError::Fenced { yours, current } if yours == first && current == second)
+            matches!(err, StorageError::Refused(WireError::Fenced { yours, current }) if yours == first && current == second)
         );
         second
     };
@@ -350,7 +356,7 @@ fn a_file_system_refusing_direct_io_is_a_clear_error() {
     let plan = FaultPlan::new();
     plan.refuse_direct_opens.store(true, Ordering::SeqCst);
     assert_direct_io_error(
-        StorageEngine::open_with_disk(EngineConfig::new(dir.path()), FaultDisk::new(plan)),
+        StorageEngine::open_with_disk(StorageConfig::new(dir.path()), FaultDisk::new(plan)),
         dir.path(),
     );
 }
@@ -379,7 +385,7 @@ fn ramfs_refuses_direct_io_with_a_clear_error() {
         dir.path().display()
     );
     let data = dir.path().join("data");
-    let result = StorageEngine::open(EngineConfig::new(&data));
+    let result = StorageEngine::open(StorageConfig::new(&data));
     // SAFETY: unmounting what we mounted above.
     unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
     assert_direct_io_error(result, &data);

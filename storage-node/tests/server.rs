@@ -20,7 +20,7 @@ use splitkv_common::record::{self, EntryKind, Frame};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{Server, ServerConfig};
-use storage_node::{Disk, EngineConfig, IoEngineKind, OsDisk, StorageEngine};
+use storage_node::{Disk, IoEngineKind, OsDisk, StorageConfig, StorageEngine};
 use support::faults::{FaultDisk, FaultPlan};
 use tokio::sync::oneshot;
 
@@ -45,7 +45,7 @@ impl Node {
 
     /// A node whose engine reaches its files through `disk`.
     async fn start_on(data: &Path, certs: &Path, listen: SocketAddr, disk: Arc<dyn Disk>) -> Node {
-        let mut config = EngineConfig::new(data);
+        let mut config = StorageConfig::new(data);
         config.partitions = 4;
         config.buffer_bytes = 256 << 10;
         config.limits.max_value_bytes = 4 << 20;

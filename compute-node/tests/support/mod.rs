@@ -12,7 +12,7 @@ use splitkv_common::certs;
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{Server, ServerConfig};
-use storage_node::{EngineConfig as StorageConfig, StorageEngine};
+use storage_node::{StorageConfig, StorageEngine};
 use tokio::sync::oneshot;
 
 /// A storage node and the files it uses.

@@ -9,8 +9,7 @@ use splitkv_common::frame::FrameDecoder;
 use splitkv_common::message::{self, RequestBody, Response, ResponseBody, WireError};
 
 use super::control::{close_for_violation, next_frame};
-use super::convert::wire_error;
-use super::{Shared, encode_response};
+use super::{ServerContext, encode_response};
 
 /// Key-log bytes per export chunk.
 const EXPORT_CHUNK_BYTES: usize = 1 << 20;
@@ -18,39 +17,39 @@ const EXPORT_CHUNK_BYTES: usize = 1 << 20;
 /// Serves one bulk stream; closes the connection if the peer breaks the
 /// protocol on it.
 pub(super) async fn serve(
-    shared: &Arc<Shared>,
+    context: &Arc<ServerContext>,
     conn: &quinn::Connection,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) {
-    if let Err(reason) = serve_stream(shared, &mut send, &mut recv).await {
+    if let Err(reason) = serve_stream(context, &mut send, &mut recv).await {
         close_for_violation(conn, &reason);
     }
 }
 
 async fn serve_stream(
-    shared: &Arc<Shared>,
+    context: &Arc<ServerContext>,
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
 ) -> Result<(), String> {
-    let mut decoder = FrameDecoder::new(shared.max_frame_bytes);
+    let mut decoder = FrameDecoder::new(context.max_frame_bytes);
     let Some(frame) = next_frame(recv, &mut decoder).await? else {
         return Ok(());
     };
     let request = message::decode_request(&frame).map_err(|e| e.to_string())?;
     let id = request.id;
-    let engine = Arc::clone(&shared.engine);
     match request.body {
         RequestBody::ReadRange {
             partition,
             offset,
             max_len,
         } => {
-            let read = tokio::task::spawn_blocking(move || {
-                engine.read_range(partition as usize, offset, max_len as usize)
-            })
-            .await
-            .map_err(|e| e.to_string())?;
+            let read = context
+                .disk_read(move |engine| {
+                    engine.read_range(partition as usize, offset, max_len as usize)
+                })
+                .await
+                .ok_or("a range read failed")?;
             let mut chunks = match read {
                 Ok(range) => {
                     let (buf, bytes, committed_end) = range.into_parts();
@@ -67,7 +66,7 @@ async fn serve_stream(
                 Err(e) => vec![encode_response(
                     &mut BytesMut::new(),
                     id,
-                    Err(wire_error(e)),
+                    Err(e.into_wire()),
                 )],
             };
             let _ = send.write_all_chunks(&mut chunks).await;
@@ -79,21 +78,21 @@ async fn serve_stream(
             let mut position = 0;
             let mut scratch = BytesMut::new();
             loop {
-                let engine = Arc::clone(&engine);
-                let chunk = tokio::task::spawn_blocking(move || {
-                    let mut out = Vec::with_capacity(EXPORT_CHUNK_BYTES + 4096);
-                    engine
-                        .export_keylog(
-                            partition as usize,
-                            position,
-                            from_seq,
-                            EXPORT_CHUNK_BYTES,
-                            &mut out,
-                        )
-                        .map(|progress| (progress, out))
-                })
-                .await
-                .map_err(|e| e.to_string())?;
+                let chunk = context
+                    .disk_read(move |engine| {
+                        let mut out = Vec::with_capacity(EXPORT_CHUNK_BYTES + 4096);
+                        engine
+                            .export_keylog(
+                                partition as usize,
+                                position,
+                                from_seq,
+                                EXPORT_CHUNK_BYTES,
+                                &mut out,
+                            )
+                            .map(|progress| (progress, out))
+                    })
+                    .await
+                    .ok_or("a key-log export failed")?;
                 match chunk {
                     Ok((progress, frames)) => {
                         let done = progress.next >= progress.end;
@@ -119,7 +118,7 @@ async fn serve_stream(
                         position = progress.next;
                     }
                     Err(e) => {
-                        let frame = encode_response(&mut scratch, id, Err(wire_error(e)));
+                        let frame = encode_response(&mut scratch, id, Err(e.into_wire()));
                         let _ = send.write_all(&frame).await;
                         break;
                     }

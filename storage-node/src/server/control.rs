@@ -1,13 +1,15 @@
 //! A connection's control stream: the handshake, then requests answered in
-//! any order but applied in arrival order for writes.
+//! completion order, by request id, with writes applied in arrival order.
 //!
 //! One task reads requests and writes responses: it handles every frame
 //! that has arrived, then writes every response that is ready in one call,
-//! so a burst of requests costs one write. Writes are tried without
-//! blocking first; a write that would wait (for a buffer, a large record, a
-//! sync) moves to a blocking thread, and the stream waits for it, which
-//! keeps writes in order. Reads from disk always run on a blocking thread
-//! and answer when done.
+//! so a burst of requests costs one write. Each request is decoded once and
+//! handed over once: a write to the engine, which applies it at once or
+//! queues it behind the partition's earlier writes and answers when it
+//! completes; a point read or sync to a blocking thread. Nothing a request
+//! waits for holds up the requests after it. At most
+//! [`MAX_IN_FLIGHT_REQUESTS`] answers may be owed at once; with that many
+//! owed, the task stops reading requests until answers come back.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,9 +22,15 @@ use splitkv_common::message::{
 };
 use tokio::sync::mpsc;
 
-use super::convert::{stats_report, wire_error};
-use super::{Shared, bulk, encode_response};
-use crate::{StorageError, WriteOp};
+use super::convert::stats_report;
+use super::{ServerContext, bulk, encode_response};
+use crate::{OwnedWrite, StorageError, Submitted, WriteCompletion};
+
+/// Most requests of one connection whose answers are owed by another thread
+/// (queued writes, point reads, syncs). It is also the capacity of the
+/// connection's channel of finished answers, which therefore never refuses
+/// one.
+pub const MAX_IN_FLIGHT_REQUESTS: usize = 1024;
 
 /// Send priority of control streams; bulk streams keep quinn's default 0.
 const CONTROL_PRIORITY: i32 = 1;
@@ -30,9 +38,9 @@ const CONTROL_PRIORITY: i32 = 1;
 /// How long a new connection may take to send its `Hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the handshake settled for a connection.
+/// What the handshake granted a connection.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Session {
+pub(crate) struct Grant {
     /// `Some((partition, epoch))` for a writer.
     pub(crate) writer: Option<(usize, u64)>,
 }
@@ -51,24 +59,24 @@ pub(super) fn close_for_violation(conn: &quinn::Connection, reason: &str) {
 
 /// Serves a connection: its control stream, and its bulk streams as they
 /// come, until the peer goes away or breaks the protocol.
-pub(super) async fn serve(shared: &Arc<Shared>, conn: &quinn::Connection) {
+pub(super) async fn serve(context: &Arc<ServerContext>, conn: &quinn::Connection) {
     let Ok((mut send, mut recv)) = conn.accept_bi().await else {
         return;
     };
-    if let Err(reason) = serve_streams(shared, conn, &mut send, &mut recv).await {
+    if let Err(reason) = serve_streams(context, conn, &mut send, &mut recv).await {
         close_for_violation(conn, &reason);
     }
 }
 
 async fn serve_streams(
-    shared: &Arc<Shared>,
+    context: &Arc<ServerContext>,
     conn: &quinn::Connection,
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
 ) -> Result<(), String> {
     // Small requests and their answers go before any bulk transfer.
     let _ = send.set_priority(CONTROL_PRIORITY);
-    let mut decoder = FrameDecoder::new(shared.max_frame_bytes);
+    let mut decoder = FrameDecoder::new(context.max_frame_bytes);
     let first = tokio::time::timeout(HELLO_TIMEOUT, next_frame(recv, &mut decoder))
         .await
         .map_err(|_| "no Hello within 10 s".to_string())??;
@@ -78,11 +86,11 @@ async fn serve_streams(
         return Err("the control stream must begin with Hello".into());
     };
     let mut scratch = BytesMut::with_capacity(64 << 10);
-    let session = match handshake(shared, &hello).await {
-        Ok((session, welcome)) => {
+    let grant = match handshake(context, &hello).await {
+        Ok((grant, welcome)) => {
             let frame = encode_response(&mut scratch, request.id, Ok(welcome));
             send.write_all(&frame).await.map_err(|e| e.to_string())?;
-            session
+            grant
         }
         Err(refusal) => {
             tracing::info!("refused a Hello: {refusal}");
@@ -94,17 +102,17 @@ async fn serve_streams(
         }
     };
     let bulk_acceptor = {
-        let shared = Arc::clone(shared);
+        let context = Arc::clone(context);
         let conn = conn.clone();
         tokio::spawn(async move {
             while let Ok((send, recv)) = conn.accept_bi().await {
-                let shared = Arc::clone(&shared);
+                let context = Arc::clone(&context);
                 let conn = conn.clone();
-                tokio::spawn(async move { bulk::serve(&shared, &conn, send, recv).await });
+                tokio::spawn(async move { bulk::serve(&context, &conn, send, recv).await });
             }
         })
     };
-    let result = control_loop(shared, session, send, recv, decoder, scratch).await;
+    let result = control_loop(context, grant, send, recv, decoder, scratch).await;
     bulk_acceptor.abort();
     result
 }
@@ -131,16 +139,16 @@ pub(super) async fn next_frame(
 }
 
 async fn handshake(
-    shared: &Arc<Shared>,
+    context: &Arc<ServerContext>,
     hello: &Hello,
-) -> Result<(Session, ResponseBody), WireError> {
+) -> Result<(Grant, ResponseBody), WireError> {
     if hello.protocol != PROTOCOL_VERSION {
         return Err(WireError::ProtocolVersion {
             node: PROTOCOL_VERSION,
             client: hello.protocol,
         });
     }
-    let engine = &shared.engine;
+    let engine = &context.engine;
     let count = engine.partition_count();
     let (writer, epoch) = match hello.role {
         Role::Reader => (None, 0),
@@ -160,7 +168,7 @@ async fn handshake(
                         .map_err(|e| WireError::Io {
                             message: e.to_string(),
                         })?;
-                    let epoch = begun.map_err(wire_error)?;
+                    let epoch = begun.map_err(StorageError::into_wire)?;
                     tracing::info!(epoch, "a new writer took over");
                     epoch
                 }
@@ -186,36 +194,52 @@ async fn handshake(
         max_value_bytes: limits.max_value_bytes as u32,
         io_engine: engine.io_engine().to_string(),
     };
-    Ok((Session { writer }, welcome))
+    Ok((Grant { writer }, welcome))
 }
 
 async fn control_loop(
-    shared: &Arc<Shared>,
-    session: Session,
+    context: &Arc<ServerContext>,
+    grant: Grant,
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
     mut decoder: FrameDecoder,
     mut scratch: BytesMut,
 ) -> Result<(), String> {
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Answer>();
+    let (done_tx, mut done_rx) = mpsc::channel::<Answer>(MAX_IN_FLIGHT_REQUESTS);
+    // Answers owed by other threads; never more than the channel holds.
+    let mut owed = 0usize;
     let mut out: Vec<Bytes> = Vec::with_capacity(64);
     loop {
+        while owed < MAX_IN_FLIGHT_REQUESTS {
+            let Some(frame) = decoder.next_frame().map_err(|e| e.to_string())? else {
+                break;
+            };
+            if handle(context, grant, frame, &mut scratch, &mut out, &done_tx).await?
+                == Answered::Later
+            {
+                owed += 1;
+            }
+        }
+        if !out.is_empty() {
+            if send.write_all_chunks(&mut out).await.is_err() {
+                return Ok(());
+            }
+            out.clear();
+        }
         tokio::select! {
             biased;
-            Some(answer) = done_rx.recv() => {
+            Some(answer) = done_rx.recv(), if owed > 0 => {
+                owed -= 1;
                 answer.append_to(&mut out);
-                while let Ok(more) = done_rx.try_recv() {
+                while owed > 0 {
+                    let Ok(more) = done_rx.try_recv() else { break };
+                    owed -= 1;
                     more.append_to(&mut out);
                 }
             }
-            chunk = recv.read_chunk(1 << 20, true) => {
+            chunk = recv.read_chunk(1 << 20, true), if owed < MAX_IN_FLIGHT_REQUESTS => {
                 match chunk {
-                    Ok(Some(chunk)) => {
-                        decoder.push(&chunk.bytes).map_err(|e| e.to_string())?;
-                        while let Some(frame) = decoder.next_frame().map_err(|e| e.to_string())? {
-                            handle(shared, session, frame, &mut scratch, &mut out, &done_tx).await?;
-                        }
-                    }
+                    Ok(Some(chunk)) => decoder.push(&chunk.bytes).map_err(|e| e.to_string())?,
                     Ok(None) => {
                         decoder.finish().map_err(|e| e.to_string())?;
                         let _ = send.finish();
@@ -225,23 +249,25 @@ async fn control_loop(
                 }
             }
         }
-        if !out.is_empty() {
-            if send.write_all_chunks(&mut out).await.is_err() {
-                return Ok(());
-            }
-            out.clear();
-        }
     }
 }
 
-/// A response finished on a blocking thread: its head (prefix and meta)
-/// and its blob, sent as two chunks so the blob is never copied.
+/// A response finished on another thread: its head (prefix and meta) and
+/// its blob, sent as two chunks so the blob is never copied.
 struct Answer {
     head: Bytes,
     blob: Bytes,
 }
 
 impl Answer {
+    /// A response without a blob.
+    fn plain(id: u64, body: Result<ResponseBody, WireError>) -> Self {
+        Self {
+            head: encode_response(&mut BytesMut::new(), id, body),
+            blob: Bytes::new(),
+        }
+    }
+
     fn append_to(self, out: &mut Vec<Bytes>) {
         out.push(self.head);
         if !self.blob.is_empty() {
@@ -250,97 +276,110 @@ impl Answer {
     }
 }
 
-/// Handles one request: answers go to `out` (ready now) or, for work done
-/// on a blocking thread, to `done` when finished.
+/// Where the answer to a request went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answered {
+    /// Into `out`, ready to send.
+    Now,
+    /// It will come through the connection's channel of finished answers.
+    Later,
+}
+
+/// Hands one request over: answers that are ready go to `out`; work done
+/// elsewhere answers through `done` when finished.
 async fn handle(
-    shared: &Arc<Shared>,
-    session: Session,
+    context: &Arc<ServerContext>,
+    grant: Grant,
     frame: RawFrame,
     scratch: &mut BytesMut,
     out: &mut Vec<Bytes>,
-    done: &mpsc::UnboundedSender<Answer>,
-) -> Result<(), String> {
+    done: &mpsc::Sender<Answer>,
+) -> Result<Answered, String> {
     let request = message::decode_request(&frame).map_err(|e| e.to_string())?;
     let id = request.id;
     match request.body {
         RequestBody::Put { .. } | RequestBody::PutMany { .. } | RequestBody::Delete { .. } => {
-            let body = match perform_write(shared, session, &request.body, &frame.blob, false) {
-                Ok(body) => body,
-                Err(Blocked) => {
-                    // Rare (a full buffer, a large record, sync durability):
-                    // the blocking thread takes the frame and decodes it
-                    // again, which costs far less than the wait.
-                    drop(request);
-                    let shared = Arc::clone(shared);
-                    tokio::task::spawn_blocking(move || {
-                        let request = message::decode_request(&frame).map_err(|e| e.to_string())?;
-                        perform_write(&shared, session, &request.body, &frame.blob, true).map_err(
-                            |Blocked| "a blocking write reported that it would block".to_string(),
-                        )
-                    })
-                    .await
-                    .map_err(|e| e.to_string())??
-                }
+            let Some(writer) = grant.writer else {
+                out.push(encode_response(scratch, id, Err(WireError::NotAWriter)));
+                return Ok(Answered::Now);
             };
-            out.push(encode_response(scratch, id, body));
+            let handed = owned_write(&request.body, &frame);
+            drop(request);
+            let answer = match handed {
+                Ok((kind, write)) => submit_write(context, writer, id, kind, write, done).await?,
+                Err(refusal) => Some(Err(refusal)),
+            };
+            match answer {
+                Some(body) => {
+                    out.push(encode_response(scratch, id, body));
+                    Ok(Answered::Now)
+                }
+                None => Ok(Answered::Later),
+            }
         }
         RequestBody::Get {
             partition,
             offset,
             len,
         } => {
-            let engine = Arc::clone(&shared.engine);
+            let (partition, len) = (partition as usize, len as usize);
             let done = done.clone();
-            tokio::task::spawn_blocking(move || {
-                let answer = match engine.read(partition as usize, offset, len as usize) {
-                    Ok(record) => {
-                        let (buf, range) = record.into_parts();
-                        let blob = Bytes::from_owner(buf).slice(range);
-                        let response = Response {
-                            id,
-                            body: Ok(ResponseBody::Record),
+            match Arc::clone(&context.disk_reads).try_acquire_owned() {
+                Ok(permit) => {
+                    let engine = Arc::clone(&context.engine);
+                    tokio::task::spawn_blocking(move || {
+                        let answer = record_answer(id, engine.read(partition, offset, len));
+                        drop(permit);
+                        let _ = done.try_send(answer);
+                    });
+                }
+                Err(_) => {
+                    let context = Arc::clone(context);
+                    tokio::spawn(async move {
+                        let answer = match context
+                            .disk_read(move |engine| engine.read(partition, offset, len))
+                            .await
+                        {
+                            Some(read) => record_answer(id, read),
+                            None => Answer::plain(id, Err(read_failed())),
                         };
-                        let head =
-                            message::encode_head(&mut BytesMut::new(), &response, blob.len());
-                        Answer { head, blob }
-                    }
-                    Err(e) => Answer {
-                        head: encode_response(&mut BytesMut::new(), id, Err(wire_error(e))),
-                        blob: Bytes::new(),
-                    },
-                };
-                let _ = done.send(answer);
-            });
+                        let _ = done.try_send(answer);
+                    });
+                }
+            }
+            Ok(Answered::Later)
         }
         RequestBody::Sync => {
-            let engine = Arc::clone(&shared.engine);
+            let engine = Arc::clone(&context.engine);
             let done = done.clone();
             tokio::task::spawn_blocking(move || {
                 let body = engine
                     .sync()
                     .map(|()| ResponseBody::Synced)
-                    .map_err(wire_error);
-                let head = encode_response(&mut BytesMut::new(), id, body);
-                let _ = done.send(Answer {
-                    head,
-                    blob: Bytes::new(),
-                });
+                    .map_err(StorageError::into_wire);
+                let _ = done.try_send(Answer::plain(id, body));
             });
+            Ok(Answered::Later)
         }
         RequestBody::Stats => {
             let report = stats_report(
-                shared.engine.stats(),
-                shared.connections.load(Ordering::Relaxed),
+                context.engine.stats(),
+                context.connections.load(Ordering::Relaxed),
             );
             out.push(encode_response(
                 scratch,
                 id,
                 Ok(ResponseBody::Stats(report)),
             ));
+            Ok(Answered::Now)
         }
-        RequestBody::Ping => out.push(encode_response(scratch, id, Ok(ResponseBody::Pong))),
+        RequestBody::Ping => {
+            out.push(encode_response(scratch, id, Ok(ResponseBody::Pong)));
+            Ok(Answered::Now)
+        }
         RequestBody::Hello(_) => {
-            out.push(encode_response(scratch, id, Err(WireError::HelloRequired)))
+            out.push(encode_response(scratch, id, Err(WireError::HelloRequired)));
+            Ok(Answered::Now)
         }
         RequestBody::ReadRange { .. } | RequestBody::ExportKeyLog { .. } => {
             let reason = "bulk requests travel on a stream of their own".to_string();
@@ -349,75 +388,269 @@ async fn handle(
                 id,
                 Err(WireError::BadRequest { reason }),
             ));
+            Ok(Answered::Now)
         }
     }
-    Ok(())
 }
 
-/// The write would have to wait; retry with `wait`.
-struct Blocked;
+/// The answer to a point read: the verified record as the blob, or the
+/// refusal.
+fn record_answer(id: u64, read: crate::error::Result<crate::RecordBytes>) -> Answer {
+    match read {
+        Ok(record) => {
+            let (buf, range) = record.into_parts();
+            let blob = Bytes::from_owner(buf).slice(range);
+            let response = Response {
+                id,
+                body: Ok(ResponseBody::Record),
+            };
+            let head = message::encode_head(&mut BytesMut::new(), &response, blob.len());
+            Answer { head, blob }
+        }
+        Err(e) => Answer::plain(id, Err(e.into_wire())),
+    }
+}
 
-/// Applies a write request. Without `wait`, returns `Blocked` (having
-/// committed nothing) where the engine would wait.
-fn perform_write(
-    shared: &Shared,
-    session: Session,
+fn read_failed() -> WireError {
+    WireError::Io {
+        message: "the read failed on the storage node".into(),
+    }
+}
+
+/// How a write is answered: one acknowledgement, or one per op.
+#[derive(Debug, Clone, Copy)]
+enum WriteKind {
+    Single,
+    Batch,
+}
+
+impl WriteKind {
+    fn response(
+        self,
+        result: crate::error::Result<Vec<WriteAck>>,
+    ) -> Result<ResponseBody, WireError> {
+        let acks = result.map_err(StorageError::into_wire)?;
+        Ok(match self {
+            WriteKind::Single => ResponseBody::Written(acks.first().copied().unwrap_or_default()),
+            WriteKind::Batch => ResponseBody::WrittenMany(acks),
+        })
+    }
+}
+
+/// The write a request asks for, holding its keys and values as slices of
+/// the frame (no copy).
+fn owned_write(
     body: &RequestBody<'_>,
-    blob: &[u8],
-    wait: bool,
-) -> Result<Result<ResponseBody, WireError>, Blocked> {
-    let Some((partition, epoch)) = session.writer else {
-        return Ok(Err(WireError::NotAWriter));
-    };
-    let engine = &shared.engine;
-    let write = |ops: &[WriteOp<'_>], acks: &mut [WriteAck]| {
-        if wait {
-            engine.write(partition, Some(epoch), ops, acks)
-        } else {
-            engine.try_write(partition, Some(epoch), ops, acks)
-        }
-    };
-    let result = match body {
-        RequestBody::Put { key } => {
-            let mut ack = [WriteAck::default()];
-            write(&[WriteOp::Put { key, value: blob }], &mut ack)
-                .map(|()| ResponseBody::Written(ack[0]))
-        }
-        RequestBody::Delete { key } => {
-            let mut ack = [WriteAck::default()];
-            write(&[WriteOp::Delete { key }], &mut ack).map(|()| ResponseBody::Written(ack[0]))
-        }
+    frame: &RawFrame,
+) -> Result<(WriteKind, OwnedWrite), WireError> {
+    match body {
+        RequestBody::Put { key } => Ok((
+            WriteKind::Single,
+            OwnedWrite::put(frame.meta.slice_ref(key), frame.blob.clone()),
+        )),
+        RequestBody::Delete { key } => Ok((
+            WriteKind::Single,
+            OwnedWrite::delete(frame.meta.slice_ref(key)),
+        )),
         RequestBody::PutMany { keys, value_lens } => {
             if keys.len() != value_lens.len() {
-                return Ok(Err(WireError::BadRequest {
+                return Err(WireError::BadRequest {
                     reason: "a batch needs one value length per key".into(),
-                }));
+                });
             }
-            let values = match message::split_values(blob, value_lens) {
-                Ok(values) => values,
-                Err(e) => {
-                    return Ok(Err(WireError::BadRequest {
-                        reason: e.to_string(),
-                    }));
+            let values = message::split_values(&frame.blob, value_lens).map_err(|e| {
+                WireError::BadRequest {
+                    reason: e.to_string(),
                 }
-            };
-            let ops: Vec<WriteOp<'_>> = keys
+            })?;
+            let puts = keys
                 .iter()
                 .zip(values)
-                .map(|(key, value)| WriteOp::Put { key, value })
-                .collect();
-            let mut acks = vec![WriteAck::default(); ops.len()];
-            write(&ops, &mut acks).map(|()| ResponseBody::WrittenMany(acks))
+                .map(|(key, value)| (frame.meta.slice_ref(key), frame.blob.slice_ref(value)));
+            Ok((WriteKind::Batch, OwnedWrite::put_many(puts)))
         }
-        _ => {
-            return Ok(Err(WireError::BadRequest {
-                reason: "not a write".into(),
-            }));
+        _ => Err(WireError::BadRequest {
+            reason: "not a write".into(),
+        }),
+    }
+}
+
+/// Hands a write to the engine for the connection's `(partition, epoch)`.
+/// Returns its response if it finished at once, `None` if the partition's
+/// writer thread will answer through `done`. When the partition's queue is
+/// full, this connection waits (on a blocking thread) for room in it,
+/// reading no further requests meanwhile.
+async fn submit_write(
+    context: &Arc<ServerContext>,
+    (partition, epoch): (usize, u64),
+    id: u64,
+    kind: WriteKind,
+    write: OwnedWrite,
+    done: &mpsc::Sender<Answer>,
+) -> Result<Option<Result<ResponseBody, WireError>>, String> {
+    let completion: WriteCompletion = {
+        let done = done.clone();
+        Box::new(move |result| {
+            let _ = done.try_send(Answer::plain(id, kind.response(result)));
+        })
+    };
+    let queued = match context
+        .engine
+        .submit_write(partition, Some(epoch), write, completion)
+    {
+        Submitted::Done(result) => return Ok(Some(kind.response(result))),
+        Submitted::Queued => return Ok(None),
+        Submitted::QueueFull(write, completion) => {
+            let engine = Arc::clone(&context.engine);
+            tokio::task::spawn_blocking(move || {
+                engine.queue_write(partition, Some(epoch), write, completion)
+            })
+            .await
+            .map_err(|e| e.to_string())?
         }
     };
-    match result {
-        Err(StorageError::WouldBlock) => Err(Blocked),
-        Err(e) => Ok(Err(wire_error(e))),
-        Ok(body) => Ok(Ok(body)),
+    Ok(queued.err().map(|e| Err(e.into_wire())))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use splitkv_common::certs;
+    use splitkv_common::message::Request;
+    use splitkv_common::record;
+    use splitkv_common::tls::NodeIdentity;
+    use splitkv_common::transport::TransportSettings;
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::server::{Server, ServerConfig};
+    use crate::{IoEngineKind, StorageConfig, StorageEngine};
+
+    async fn read_response(
+        recv: &mut quinn::RecvStream,
+        decoder: &mut FrameDecoder,
+    ) -> (Response, Bytes) {
+        let frame = next_frame(recv, decoder)
+            .await
+            .expect("well-formed responses")
+            .expect("a response before the stream ends");
+        let response = message::decode_response(&frame).expect("response");
+        (response, frame.blob)
+    }
+
+    fn request(id: u64, body: RequestBody<'_>, blob: &[u8]) -> Bytes {
+        message::encode(&mut BytesMut::new(), &Request { id, body }, blob)
+    }
+
+    /// A write that has to wait in its partition's queue does not hold up
+    /// a read sent after it on the same connection: the read is answered
+    /// first, the write when the queue moves on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_is_answered_while_an_earlier_write_waits_in_the_queue() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let certs_dir = dir.path().join("certs");
+        certs::generate_cluster(&certs_dir, &certs::DEFAULT_STORAGE_NAMES, false).expect("certs");
+        let mut config = StorageConfig::new(dir.path().join("data"));
+        config.partitions = 1;
+        config.buffer_bytes = 16 << 10;
+        config.io_engine = IoEngineKind::Psync;
+        let engine = Arc::new(StorageEngine::open(config).expect("open"));
+        let stored = engine.put(0, b"r", b"v").expect("put");
+        let located = engine.stats().partitions[0].committed_end;
+        assert!(stored > 0 && located > 0);
+        let record_len = record::value_record_len(1, 1);
+
+        // Stall partition 0's queue: a large put waits for the writer
+        // thread, whose completion of it blocks until released.
+        let (entered_tx, entered_rx) = oneshot::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let stall: WriteCompletion = Box::new(move |result| {
+            result.expect("the stalling put");
+            let _ = entered_tx.send(());
+            let _ = release_rx.recv();
+        });
+        let large = OwnedWrite::put(Bytes::from_static(b"big"), Bytes::from(vec![7; 40 << 10]));
+        assert!(matches!(
+            engine.submit_write(0, None, large, stall),
+            Submitted::Queued
+        ));
+        entered_rx.await.expect("the writer thread holds the queue");
+
+        let identity = NodeIdentity::load(&certs_dir.join("storage")).expect("storage identity");
+        let listen: SocketAddr = "127.0.0.1:0".parse().expect("address");
+        let settings = TransportSettings::default();
+        let server = Server::bind(
+            Arc::clone(&engine),
+            &identity,
+            &ServerConfig {
+                listen,
+                transport: settings,
+            },
+        )
+        .expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+
+        let client = NodeIdentity::load(&certs_dir.join("compute")).expect("compute identity");
+        let mut endpoint = settings.client_endpoint(addr).expect("endpoint");
+        endpoint.set_default_client_config(
+            client
+                .client_config(Arc::new(settings.transport_config()))
+                .expect("client config"),
+        );
+        let conn = endpoint
+            .connect(addr, "localhost")
+            .expect("connect")
+            .await
+            .expect("handshake");
+        let (mut send, mut recv) = conn.open_bi().await.expect("control stream");
+        let mut decoder = FrameDecoder::new(1 << 20);
+        let hello = Hello {
+            protocol: PROTOCOL_VERSION,
+            role: Role::Writer {
+                partition: 0,
+                epoch: None,
+            },
+        };
+        send.write_all(&request(1, RequestBody::Hello(hello), &[]))
+            .await
+            .expect("hello");
+        let (welcome, _) = read_response(&mut recv, &mut decoder).await;
+        assert!(matches!(welcome.body, Ok(ResponseBody::Welcome { .. })));
+
+        // The put queues behind the stalled one; the get goes by it.
+        let mut both = request(2, RequestBody::Put { key: b"w" }, b"x").to_vec();
+        let get = RequestBody::Get {
+            partition: 0,
+            offset: located - record_len as u64,
+            len: record_len as u32,
+        };
+        both.extend_from_slice(&request(3, get, &[]));
+        send.write_all(&both).await.expect("put and get");
+        let (first, blob) = read_response(&mut recv, &mut decoder).await;
+        assert_eq!(first.id, 3, "the read is answered first: {first:?}");
+        assert_eq!(first.body, Ok(ResponseBody::Record));
+        let decoded = record::decode_value_record(&blob).expect("the record verifies");
+        assert_eq!((decoded.key, decoded.value), (&b"r"[..], &b"v"[..]));
+
+        release_tx.send(()).expect("release the queue");
+        let (second, _) = read_response(&mut recv, &mut decoder).await;
+        assert_eq!(second.id, 2);
+        let Ok(ResponseBody::Written(ack)) = second.body else {
+            panic!("the put is acknowledged: {second:?}");
+        };
+        assert!(ack.seq > stored + 1, "committed after the stalled put");
+
+        conn.close(0u32.into(), b"done");
+        let _ = stop.send(());
+        serving.await.expect("server");
+        let engine = Arc::clone(&engine);
+        tokio::task::spawn_blocking(move || engine.close().expect("close"))
+            .await
+            .expect("close task");
     }
 }

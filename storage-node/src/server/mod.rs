@@ -6,10 +6,16 @@
 //! peer that breaks the protocol (oversized or malformed frame, undecodable
 //! message) has its connection closed with the reason, logged; other
 //! connections are not affected and no stored byte changes.
+//!
+//! Blocking disk reads (point reads, range reads, key-log exports) run on
+//! tokio's blocking threads, at most [`MAX_CONCURRENT_DISK_READS`] at a time
+//! across the node; the others wait for a permit without holding a thread.
 
 mod bulk;
 mod control;
 mod convert;
+
+pub use control::MAX_IN_FLIGHT_REQUESTS;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,7 +28,13 @@ use splitkv_common::message::{self, Response, ResponseBody, WireError, close_cod
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 
-use crate::{EngineConfig, StorageEngine, StorageError};
+use tokio::sync::Semaphore;
+
+use crate::{StorageConfig, StorageEngine, StorageError};
+
+/// Most blocking disk reads (point reads, range reads, key-log exports)
+/// the server runs at once, over all connections.
+pub const MAX_CONCURRENT_DISK_READS: usize = 64;
 
 /// How the server listens.
 #[derive(Debug, Clone)]
@@ -33,17 +45,35 @@ pub struct ServerConfig {
     pub transport: TransportSettings,
 }
 
-/// State shared by every connection's tasks.
-pub(crate) struct Shared {
+/// What every connection's tasks use: the engine, the frame limit, the
+/// count of open connections, and the permits for blocking disk reads.
+pub(crate) struct ServerContext {
     pub(crate) engine: Arc<StorageEngine>,
     pub(crate) max_frame_bytes: usize,
     pub(crate) connections: AtomicU32,
+    /// [`MAX_CONCURRENT_DISK_READS`] permits.
+    pub(crate) disk_reads: Arc<Semaphore>,
+}
+
+impl ServerContext {
+    /// Runs `read` on a blocking thread once a disk-read permit is free and
+    /// returns its result; `None` if the read panicked.
+    pub(crate) async fn disk_read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&StorageEngine) -> T + Send + 'static,
+    ) -> Option<T> {
+        let _permit = Arc::clone(&self.disk_reads).acquire_owned().await.ok()?;
+        let engine = Arc::clone(&self.engine);
+        tokio::task::spawn_blocking(move || read(&engine))
+            .await
+            .ok()
+    }
 }
 
 /// A bound, not yet running, storage-node server.
 pub struct Server {
     endpoint: quinn::Endpoint,
-    shared: Arc<Shared>,
+    context: Arc<ServerContext>,
 }
 
 impl Server {
@@ -65,13 +95,14 @@ impl Server {
         let limits = engine.limits();
         Ok(Self {
             endpoint,
-            shared: Arc::new(Shared {
+            context: Arc::new(ServerContext {
                 max_frame_bytes: message::max_frame_bytes(
                     limits.max_key_bytes,
                     limits.max_value_bytes,
                 ),
                 engine,
                 connections: AtomicU32::new(0),
+                disk_reads: Arc::new(Semaphore::new(MAX_CONCURRENT_DISK_READS)),
             }),
         })
     }
@@ -91,8 +122,8 @@ impl Server {
             tokio::select! {
                 incoming = self.endpoint.accept() => {
                     let Some(incoming) = incoming else { break };
-                    let shared = Arc::clone(&self.shared);
-                    tokio::spawn(async move { serve_connection(shared, incoming).await });
+                    let context = Arc::clone(&self.context);
+                    tokio::spawn(async move { serve_connection(context, incoming).await });
                 }
                 () = &mut shutdown => break,
             }
@@ -137,7 +168,7 @@ pub enum ServeError {
 }
 
 /// Runs a storage node on the calling thread until `shutdown` completes:
-/// opens the engine of `engine_config`, starts a multi-threaded async
+/// opens the engine of `storage_config`, starts a multi-threaded async
 /// runtime (`worker_threads` workers, or tokio's default of one per CPU),
 /// binds the server of `server_config`, calls `on_listening` with the
 /// address it listens on and the engine, serves, and finally closes the
@@ -146,15 +177,15 @@ pub enum ServeError {
 /// `shutdown` is first polled inside the runtime, so it may register
 /// signal handlers there.
 pub fn serve_blocking(
-    engine_config: EngineConfig,
+    storage_config: StorageConfig,
     identity: &NodeIdentity,
     server_config: &ServerConfig,
     worker_threads: Option<usize>,
     on_listening: impl FnOnce(SocketAddr, &StorageEngine),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let durability = engine_config.durability;
-    let engine = Arc::new(StorageEngine::open(engine_config).map_err(ServeError::Open)?);
+    let durability = storage_config.durability;
+    let engine = Arc::new(StorageEngine::open(storage_config).map_err(ServeError::Open)?);
     tracing::info!(
         io_engine = %engine.io_engine(),
         durability = %durability,
@@ -200,7 +231,7 @@ fn is_probe(e: &quinn::ConnectionError) -> bool {
     matches!(e, quinn::ConnectionError::TransportError(t) if u64::from(t.code) == CERTIFICATE_REQUIRED)
 }
 
-async fn serve_connection(shared: Arc<Shared>, incoming: quinn::Incoming) {
+async fn serve_connection(context: Arc<ServerContext>, incoming: quinn::Incoming) {
     let peer = incoming.remote_address();
     let conn = match incoming.await {
         Ok(conn) => conn,
@@ -214,8 +245,8 @@ async fn serve_connection(shared: Arc<Shared>, incoming: quinn::Incoming) {
             return;
         }
     };
-    shared.connections.fetch_add(1, Ordering::Relaxed);
+    context.connections.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(%peer, "connection accepted");
-    control::serve(&shared, &conn).await;
-    shared.connections.fetch_sub(1, Ordering::Relaxed);
+    control::serve(&context, &conn).await;
+    context.connections.fetch_sub(1, Ordering::Relaxed);
 }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use splitkv_common::record::{self, EntryKind, Frame};
-use storage_node::{EngineConfig, StorageEngine};
+use storage_node::{StorageConfig, StorageEngine};
 
 /// The newest key-log entry of a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,8 +94,8 @@ pub fn get(
 
 /// A configuration with small buffers and key-log chunks, so that tests
 /// exercise buffer switches, flushes and chunk growth quickly.
-pub fn small_config(dir: &Path, partitions: usize) -> EngineConfig {
-    let mut config = EngineConfig::new(dir);
+pub fn small_config(dir: &Path, partitions: usize) -> StorageConfig {
+    let mut config = StorageConfig::new(dir);
     config.partitions = partitions;
     config.buffer_bytes = 64 * 1024;
     config.keylog_chunk_bytes = 16 * 1024;

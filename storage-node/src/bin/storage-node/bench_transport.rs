@@ -23,7 +23,7 @@ use splitkv_common::client::{ClientConfig, StorageClient};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{Server, ServerConfig};
-use storage_node::{EngineConfig, IoEngineKind, StorageEngine};
+use storage_node::{IoEngineKind, StorageConfig, StorageEngine};
 
 /// Options of `bench-transport`.
 #[derive(clap::Args)]
@@ -73,7 +73,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         ..TransportSettings::default()
     };
 
-    let mut config = EngineConfig::new(dir.path().join("data"));
+    let mut config = StorageConfig::new(dir.path().join("data"));
     config.io_engine = args.io_engine;
     let engine = Arc::new(StorageEngine::open(config)?);
     let server_rt = runtime("bench-server")?;

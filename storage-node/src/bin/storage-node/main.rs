@@ -13,7 +13,7 @@ use splitkv_common::certs::{self, DEFAULT_STORAGE_NAMES};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{self, ServerConfig};
-use storage_node::{Durability, EngineConfig, IoEngineKind, Limits};
+use storage_node::{Durability, IoEngineKind, Limits, StorageConfig};
 
 /// The SplitKV storage node.
 #[derive(Parser)]
@@ -94,8 +94,8 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
-    fn config(&self, data_dir: PathBuf) -> EngineConfig {
-        let mut config = EngineConfig::new(data_dir);
+    fn config(&self, data_dir: PathBuf) -> StorageConfig {
+        let mut config = StorageConfig::new(data_dir);
         config.partitions = self.partitions;
         config.durability = self.durability;
         config.io_engine = self.io_engine;

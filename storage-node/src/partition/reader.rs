@@ -10,10 +10,10 @@ use std::ops::Range;
 
 use splitkv_common::record::{self, RecordError, ValueRecord};
 
+use super::{Partition, PartitionState};
 use crate::aligned::{AlignedBuf, PooledBuf, align_down, align_up};
 use crate::error::{Result, StorageError};
 use crate::keylog::BadPosition;
-use crate::partition::{Partition, State};
 
 /// Largest range one [`read_range`](crate::StorageEngine::read_range) call
 /// returns: the protocol's limit.
@@ -86,22 +86,12 @@ pub struct ExportProgress {
 impl Partition {
     /// Reads and verifies the record at `offset` of `len` bytes.
     pub(crate) fn read(&self, offset: u64, len: usize) -> Result<RecordBytes> {
-        let max = record::value_record_len(
-            self.shared.limits.max_key_bytes,
-            self.shared.limits.max_value_bytes,
-        );
+        let limits = self.node.limits;
+        let max = record::value_record_len(limits.max_key_bytes, limits.max_value_bytes);
         if len > max {
-            return Err(StorageError::TooLarge {
-                what: "record read",
-                len,
-                max,
-            });
+            return Err(StorageError::too_large("record read", len, max));
         }
-        let corrupt = |source| StorageError::Corrupt {
-            partition: self.id,
-            offset,
-            source,
-        };
+        let corrupt = |source| StorageError::corrupt(self.id, offset, source);
         let Some(end) = offset.checked_add(len as u64).filter(|&e| e < u64::MAX / 2) else {
             return Err(corrupt(RecordError::Malformed("location out of range")));
         };
@@ -134,7 +124,7 @@ impl Partition {
 
     /// Copies `range` out of a write buffer into `dst` if one holds all of
     /// it; returns whether one did.
-    fn copy_from_buffers(&self, st: &State, range: Range<u64>, dst: &mut [u8]) -> bool {
+    fn copy_from_buffers(&self, st: &PartitionState, range: Range<u64>, dst: &mut [u8]) -> bool {
         for (slot, state) in st.slots.iter().enumerate() {
             let Some(held) = state.unflushed() else {
                 continue;
@@ -167,11 +157,11 @@ impl Partition {
     /// the committed end, including records still in the write buffers.
     pub(crate) fn read_range(&self, offset: u64, max_len: usize) -> Result<RangeRead> {
         if max_len > MAX_RANGE_BYTES {
-            return Err(StorageError::TooLarge {
-                what: "range read",
-                len: max_len,
-                max: MAX_RANGE_BYTES,
-            });
+            return Err(StorageError::too_large(
+                "range read",
+                max_len,
+                MAX_RANGE_BYTES,
+            ));
         }
         let aligned_start = align_down(offset);
         // The range is settled by one look under the lock; if it is not
@@ -183,7 +173,7 @@ impl Partition {
         let committed_end = self.state.lock().committed_end();
         if offset >= committed_end {
             return Ok(RangeRead {
-                buf: self.shared.range_buffers.take(0),
+                buf: self.node.range_buffers.take(0),
                 start: 0,
                 len: 0,
                 committed_end,
@@ -192,7 +182,7 @@ impl Partition {
         let end = committed_end.min(offset + max_len as u64);
         let aligned_end = align_up(end);
         let mut buf = self
-            .shared
+            .node
             .range_buffers
             .take((aligned_end - aligned_start) as usize);
         let covered = {
@@ -241,14 +231,14 @@ impl Partition {
             // file holds at least the bytes up to `end`.
             let needed = (gap.end.min(end) - gap.start) as usize;
             if got < needed {
-                return Err(StorageError::Corrupt {
-                    partition: self.id,
-                    offset: gap.start,
-                    source: RecordError::Truncated {
+                return Err(StorageError::corrupt(
+                    self.id,
+                    gap.start,
+                    RecordError::Truncated {
                         needed,
                         available: got,
                     },
-                });
+                ));
             }
         }
         let start = (offset - aligned_start) as usize;
@@ -275,12 +265,12 @@ impl Partition {
         let snapshot = self.state.lock().keylog.snapshot();
         let next = snapshot
             .read_frames(from, min_seq, max_bytes, out)
-            .map_err(|BadPosition(pos)| StorageError::Corrupt {
-                partition: self.id,
-                offset: pos,
-                source: RecordError::Malformed(
-                    "export position is not the start of a key-log frame",
-                ),
+            .map_err(|BadPosition(pos)| {
+                StorageError::corrupt(
+                    self.id,
+                    pos,
+                    RecordError::Malformed("export position is not the start of a key-log frame"),
+                )
             })?;
         Ok(ExportProgress {
             next,

@@ -1,0 +1,291 @@
+//! One partition: its value log, its two write buffers, its key log, and
+//! everything that moves bytes between them. Nothing outside this module
+//! tree touches a partition's state; the engine calls its methods.
+//!
+//! - [`slot`]: the cycle of a write buffer (`Filling → Sealed → Flushing →
+//!   Flushed`), with asserted transitions.
+//! - [`writer`]: the write path, under the partition lock.
+//! - [`queue`]: writes that cannot finish at once wait here, in arrival
+//!   order, for the partition's writer thread.
+//! - [`flusher`]: the flusher thread (sealed buffer → value log), closing,
+//!   and syncing.
+//! - [`commit`]: the group commit of sync durability.
+//! - [`reader`]: point reads, range reads and key-log exports.
+//!
+//! **Write path.** Under the partition lock a put is copied into the active
+//! buffer, its key-log frame is appended to the mapped key log, and only
+//! then is it acknowledged. The frame is the commit point: recovery trusts
+//! exactly the frames that verify. Because frames are appended under the
+//! lock, every frame before an acknowledged one is complete, so a torn frame
+//! can only follow unacknowledged writes.
+//!
+//! **Value-log layout.** Each buffer covers `[base, base + fill)` of the value
+//! log, with `base` aligned to 4 KiB. A full buffer is sealed (its range
+//! padded to 4 KiB) and written by the flusher at `base` while writes go on
+//! into the other buffer. A record larger than a buffer gets an aligned
+//! region of its own after the sealed buffer, written by the writing
+//! thread; its frame is appended when that write has completed.
+//!
+//! **Committed end.** Every byte of the value log below the committed end
+//! belongs to a complete record or to padding; range reads never go past it.
+
+mod commit;
+mod flusher;
+mod queue;
+mod reader;
+mod slot;
+mod writer;
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Sender;
+use parking_lot::{Condvar, Mutex};
+use splitkv_common::message::PartitionReport;
+
+use crate::aligned::align_up;
+use crate::buffer::WriteBuffer;
+use crate::disk::DiskFile;
+use crate::error::{Result, StorageError};
+use crate::keylog::KeyLog;
+use crate::node_state::NodeState;
+
+pub use queue::{MAX_QUEUED_WRITES_PER_PARTITION, OwnedWrite, Submitted, WriteCompletion};
+pub use reader::{ExportProgress, MAX_RANGE_BYTES, RangeRead, RecordBytes};
+pub(crate) use slot::BufferSlot;
+pub use writer::WriteOp;
+
+use commit::GroupCommit;
+use queue::WriteQueue;
+use writer::Scratch;
+
+/// Sealed buffers waiting for the flusher: at most both buffers of the
+/// partition, so queueing one never blocks the sealing writer.
+const FLUSH_QUEUE_SLOTS: usize = 2;
+
+/// The value log is preallocated this far ahead of the writes.
+const VLOG_PREALLOCATE_BYTES: u64 = 32 << 20;
+
+/// What recovery hands over to open a partition.
+pub(crate) struct PartitionParts {
+    /// The value log (O_DIRECT).
+    pub(crate) vlog: Arc<dyn DiskFile>,
+    /// Bytes of the value log allocated on disk (its length).
+    pub(crate) vlog_allocated: u64,
+    /// The two write buffers.
+    pub(crate) buffers: [Arc<WriteBuffer>; 2],
+    /// Where each buffer is in its cycle: `Flushed`, or `Sealed` if
+    /// recovery could not write it out.
+    pub(crate) slots: [BufferSlot; 2],
+    /// The key log, cut after its last frame that verifies.
+    pub(crate) keylog: KeyLog,
+    /// Where new records start in the value log.
+    pub(crate) next_base: u64,
+}
+
+/// State guarded by the partition lock.
+struct PartitionState {
+    /// At most one slot is `Filling`: the active buffer.
+    slots: [BufferSlot; 2],
+    /// Where the next buffer or large record starts when no buffer is active.
+    next_base: u64,
+    /// Regions of large records whose writes are under way.
+    large_in_flight: Vec<Range<u64>>,
+    keylog: KeyLog,
+    /// Sealed slots go to the flusher through this; `None` once closing.
+    flush_queue: Option<Sender<usize>>,
+    closing: bool,
+    /// Per-write scratch space, pooled so the write path does not allocate
+    /// once warm.
+    scratch: Vec<Scratch>,
+}
+
+impl PartitionState {
+    /// The active buffer: the one slot that is `Filling`, if any.
+    fn active(&self) -> Option<usize> {
+        self.slots.iter().position(BufferSlot::is_filling)
+    }
+
+    /// End of the record area: the active buffer's fill, or `next_base`.
+    fn tail(&self) -> u64 {
+        self.slots
+            .iter()
+            .find_map(BufferSlot::filling_end)
+            .unwrap_or(self.next_base)
+    }
+
+    /// Every byte below this belongs to a complete record or padding.
+    fn committed_end(&self) -> u64 {
+        let tail = self.tail();
+        self.large_in_flight
+            .iter()
+            .map(|r| r.start)
+            .min()
+            .map_or(tail, |start| start.min(tail))
+    }
+}
+
+/// PartitionCounters of one partition's activity.
+#[derive(Debug, Default)]
+struct PartitionCounters {
+    puts: AtomicU64,
+    deletes: AtomicU64,
+    value_bytes: AtomicU64,
+    flushes: AtomicU64,
+    flushed_bytes: AtomicU64,
+    large_writes: AtomicU64,
+}
+
+/// The partition's threads, joined when it closes.
+#[derive(Default)]
+struct Threads {
+    flusher: Option<JoinHandle<()>>,
+    writer: Option<JoinHandle<()>>,
+}
+
+/// One partition of the store.
+pub(crate) struct Partition {
+    id: usize,
+    node: Arc<NodeState>,
+    vlog: Arc<dyn DiskFile>,
+    buffers: [Arc<WriteBuffer>; 2],
+    state: Mutex<PartitionState>,
+    /// Signalled when a buffer is flushed (or the flusher stops).
+    buffer_freed: Condvar,
+    commit: GroupCommit,
+    queue: WriteQueue,
+    counters: PartitionCounters,
+    /// Bytes of the value log allocated on disk. Writes land inside it, so
+    /// they never extend the file (which would serialise them in the file
+    /// system) and a full disk shows up at an explicit allocation.
+    vlog_allocated: Mutex<u64>,
+    threads: Mutex<Threads>,
+}
+
+impl Partition {
+    /// Opens partition `id` from what recovery left and starts its writer
+    /// thread and, unless the node refuses writes, its flusher thread
+    /// (which first writes out any buffer recovery left sealed).
+    pub(crate) fn open(
+        id: usize,
+        node: Arc<NodeState>,
+        parts: PartitionParts,
+    ) -> Result<Arc<Self>> {
+        let (flush_tx, flush_rx) = crossbeam_channel::bounded(FLUSH_QUEUE_SLOTS);
+        for (slot, state) in parts.slots.iter().enumerate() {
+            assert!(
+                state.is_flushed() || matches!(state, BufferSlot::Sealed { .. }),
+                "recovery leaves buffers flushed or sealed"
+            );
+            if state.awaits_flush() {
+                flush_tx
+                    .try_send(slot)
+                    .expect("the flush queue holds both slots");
+            }
+        }
+        let keylog_end = parts.keylog.end();
+        let partition = Arc::new(Self {
+            id,
+            vlog: parts.vlog,
+            buffers: parts.buffers,
+            state: Mutex::new(PartitionState {
+                slots: parts.slots,
+                next_base: parts.next_base,
+                large_in_flight: Vec::new(),
+                keylog: parts.keylog,
+                flush_queue: Some(flush_tx),
+                closing: false,
+                scratch: Vec::new(),
+            }),
+            buffer_freed: Condvar::new(),
+            commit: GroupCommit::new(keylog_end),
+            queue: WriteQueue::new(),
+            counters: PartitionCounters::default(),
+            vlog_allocated: Mutex::new(parts.vlog_allocated),
+            threads: Mutex::new(Threads::default()),
+            node,
+        });
+        let spawn = |role: &str, body: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(format!("{role}-p{id}"))
+                .spawn(body)
+                .map_err(|e| {
+                    StorageError::io(format!("starting the {role} thread of partition {id}"), e)
+                })
+        };
+        let writer = {
+            let partition = Arc::clone(&partition);
+            spawn("write", Box::new(move || partition.run_writer()))?
+        };
+        partition.threads.lock().writer = Some(writer);
+        if partition.node.check_writable().is_ok() {
+            let flusher = {
+                let partition = Arc::clone(&partition);
+                spawn("flush", Box::new(move || partition.run_flusher(flush_rx)))
+            };
+            match flusher {
+                Ok(flusher) => partition.threads.lock().flusher = Some(flusher),
+                Err(e) => {
+                    partition.begin_close();
+                    let _ = partition.finish_close();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(partition)
+    }
+
+    /// Returns once every write that held the partition lock before this
+    /// call has let go of it: a write that takes the lock later sees the
+    /// node's state as of this call (for example a new writer epoch).
+    pub(crate) fn fence_barrier(&self) {
+        drop(self.state.lock());
+    }
+
+    /// A snapshot of the partition's counters and ends.
+    pub(crate) fn report(&self) -> PartitionReport {
+        let (committed_end, keylog_end) = {
+            let st = self.state.lock();
+            (st.committed_end(), st.keylog.end())
+        };
+        let c = &self.counters;
+        PartitionReport {
+            puts: c.puts.load(Ordering::Relaxed),
+            deletes: c.deletes.load(Ordering::Relaxed),
+            value_bytes: c.value_bytes.load(Ordering::Relaxed),
+            flushes: c.flushes.load(Ordering::Relaxed),
+            flushed_bytes: c.flushed_bytes.load(Ordering::Relaxed),
+            large_writes: c.large_writes.load(Ordering::Relaxed),
+            committed_end,
+            keylog_end,
+        }
+    }
+
+    /// Makes sure the value log is allocated up to `end`, allocating
+    /// [`VLOG_PREALLOCATE_BYTES`] ahead when it is not.
+    fn ensure_vlog_allocated(&self, end: u64) -> std::io::Result<()> {
+        let mut allocated = self.vlog_allocated.lock();
+        if end <= *allocated {
+            return Ok(());
+        }
+        let target = align_up(end + VLOG_PREALLOCATE_BYTES);
+        self.vlog.allocate(*allocated, target - *allocated)?;
+        *allocated = target;
+        Ok(())
+    }
+
+    fn capacity(&self) -> usize {
+        self.buffers[0].capacity()
+    }
+
+    /// Wraps `e` with what the partition was doing and poisons the node
+    /// with it: the partition's on-disk state is no longer known to be what
+    /// it acknowledged, so no write may follow.
+    fn poison(&self, context: String, e: std::io::Error) -> StorageError {
+        let err = StorageError::io(context, e);
+        self.node.poison(&err);
+        err
+    }
+}
