@@ -1,24 +1,17 @@
 //! The engine's errors.
 
 use splitkv_common::client::ClientError;
+use splitkv_common::message::WireError;
 use thiserror::Error;
 
 /// Why an engine operation failed.
 #[derive(Debug, Error)]
 pub enum EngineError {
-    /// Keys must be at least one byte.
-    #[error("empty key")]
-    EmptyKey,
-    /// A key or value over the configured limit.
-    #[error("{what} is {len} bytes; the limit is {max}")]
-    TooLarge {
-        /// Key or value.
-        what: &'static str,
-        /// Its length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
+    /// A key or value breaks the configured limits (an empty key, or one
+    /// over the limit); refused without asking the storage node, in the
+    /// words it would use.
+    #[error(transparent)]
+    Invalid(WireError),
     /// The request to the storage node failed (see [`ClientError`]; after
     /// a lost connection or a missed deadline a write may or may not have
     /// happened).
@@ -42,6 +35,19 @@ pub enum EngineError {
     /// The engine could not start its runtime.
     #[error("cannot start the engine's runtime: {0}")]
     Runtime(std::io::Error),
+}
+
+impl EngineError {
+    /// The wire error this failure carries, whoever raised it: the
+    /// engine's own limit checks, the storage client's refusals before
+    /// sending, or the storage node's answer.
+    pub fn wire(&self) -> Option<&WireError> {
+        match self {
+            Self::Invalid(wire) => Some(wire),
+            Self::Storage(client) => client.wire(),
+            _ => None,
+        }
+    }
 }
 
 /// Result of engine operations.

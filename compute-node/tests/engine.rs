@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use compute_node::{Engine, EngineError};
 use splitkv_common::client::ClientError;
+use splitkv_common::message::WireError;
 use support::{StorageNode, value_for};
 
 #[test]
@@ -80,17 +81,20 @@ fn batches_are_one_round_trip_and_one_unit() {
 fn limits_are_checked_with_clear_errors() {
     let node = StorageNode::start(2);
     let engine = node.connect();
-    assert!(matches!(engine.put(b"", b"v"), Err(EngineError::EmptyKey)));
+    assert!(matches!(
+        engine.put(b"", b"v"),
+        Err(EngineError::Invalid(WireError::EmptyKey))
+    ));
     let err = engine.put(&[0u8; 1025], b"v").expect_err("key too long");
     assert!(
-        matches!(err, EngineError::TooLarge { what: "key", .. }),
+        matches!(err, EngineError::Invalid(WireError::TooLarge { ref what, .. }) if what == "key"),
         "{err}"
     );
     let err = engine
         .put(b"k", &vec![0u8; (16 << 20) + 1])
         .expect_err("value too long");
     assert!(
-        matches!(err, EngineError::TooLarge { what: "value", .. }),
+        matches!(err, EngineError::Invalid(WireError::TooLarge { ref what, .. }) if what == "value"),
         "{err}"
     );
     assert_eq!(engine.len(), 0);
@@ -102,14 +106,14 @@ fn writes_over_the_storage_nodes_limits_are_refused_without_losing_the_link() {
     // configured for more, and adopts the node's limit when it connects.
     let node = StorageNode::start_with_value_limit(2, 64 << 10);
     let mut config = node.engine_config();
-    config.max_value_bytes = 1 << 20;
+    config.limits.max_value_bytes = 1 << 20;
     let engine = Engine::connect(config).expect("connect");
 
     let err = engine
         .put_on(0, b"big", &vec![1u8; 100 << 10])
         .expect_err("a value over the node's limit");
     assert!(
-        matches!(err, EngineError::TooLarge { what: "value", .. }),
+        matches!(err, EngineError::Invalid(WireError::TooLarge { ref what, .. }) if what == "value"),
         "{err}"
     );
     // Each value fits, the batch as one frame does not: refused before it
@@ -120,7 +124,10 @@ fn writes_over_the_storage_nodes_limits_are_refused_without_losing_the_link() {
         .put_many_on(0, &items)
         .expect_err("a batch over the frame limit");
     assert!(
-        matches!(err, EngineError::Storage(ClientError::TooLarge { .. })),
+        matches!(
+            err,
+            EngineError::Storage(ClientError::Invalid(WireError::TooLarge { .. }))
+        ),
         "{err}"
     );
 
