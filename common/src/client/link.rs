@@ -216,6 +216,12 @@ impl Live {
         Err(refused)
     }
 
+    /// Requests registered and not yet answered, failed or expired.
+    #[cfg(test)]
+    pub(crate) fn waiting_requests(&self) -> usize {
+        self.waiting.lock().by_id.len()
+    }
+
     /// True if one more request of the common size would be taken (or the
     /// connection is lost, which sending reports).
     fn has_room(&self) -> bool {
@@ -529,6 +535,7 @@ pub(crate) fn start_reconnect(state: Arc<ClientState>, partition: usize) {
                 Ok((live, welcome)) => {
                     *link.live.lock() = Some(Arc::clone(&live));
                     let generation = link.generation.fetch_add(1, Ordering::AcqRel) + 1;
+                    link.wake_waiters();
                     tracing::info!(
                         partition,
                         epoch = welcome.epoch,

@@ -523,15 +523,7 @@ impl StorageClient {
         let limits = self.node_limits();
         limits.check_key(key).map_err(ClientError::Invalid)?;
         limits.check_value(value).map_err(ClientError::Invalid)?;
-        self.call(
-            partition,
-            RequestBody::Put { key },
-            &[value],
-            |reply| match reply.body {
-                ResponseBody::Written(ack) => Ok(ack),
-                other => Err(unexpected(&other)),
-            },
-        )
+        self.call(partition, RequestBody::Put { key }, &[value], written)
     }
 
     /// Puts every pair into `partition` as one unit (all or none after a
@@ -567,15 +559,7 @@ impl StorageClient {
         self.node_limits()
             .check_key(key)
             .map_err(ClientError::Invalid)?;
-        self.call(
-            partition,
-            RequestBody::Delete { key },
-            &[],
-            |reply| match reply.body {
-                ResponseBody::Written(ack) => Ok(ack),
-                other => Err(unexpected(&other)),
-            },
-        )
+        self.call(partition, RequestBody::Delete { key }, &[], written)
     }
 
     /// Reads the record at a location (verified by the storage node; the
@@ -804,6 +788,14 @@ impl Drop for StorageClient {
     }
 }
 
+/// The acknowledgement a put or a delete is answered with.
+fn written(reply: Reply) -> Result<WriteAck, ClientError> {
+    match reply.body {
+        ResponseBody::Written(ack) => Ok(ack),
+        other => Err(unexpected(&other)),
+    }
+}
+
 /// Receive buffers of bulk transfers kept for reuse.
 const BULK_BUFFERS_KEPT: usize = 8;
 
@@ -856,7 +848,7 @@ fn spawn_sweeper(state: std::sync::Weak<ClientState>) {
 }
 
 #[cfg(test)]
-mod tests {
+mod host_tests {
     use super::host_of;
 
     #[test]
@@ -867,3 +859,6 @@ mod tests {
         assert_eq!(host_of("localhost"), "localhost");
     }
 }
+
+#[cfg(test)]
+mod tests;
