@@ -4,7 +4,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use compute_node::{Engine, EngineError};
@@ -283,60 +283,116 @@ fn windows_never_serve_an_overwritten_or_deleted_value() {
     }
 }
 
+/// What a writer of the restart test saw of one put.
+struct PutOutcome {
+    writer: usize,
+    /// The test's phase when the put was sent and when it returned.
+    sent_in: u8,
+    done_in: u8,
+    result: Result<(), EngineError>,
+}
+
+/// Phases of the restart test.
+const SERVING: u8 = 0;
+const KILLED: u8 = 1;
+const RESUMED: u8 = 2;
+
 #[test]
-fn a_storage_node_restart_under_load_fails_requests_then_recovers() {
+fn a_storage_node_killed_under_load_fails_requests_in_flight_then_recovers() {
+    const WRITERS: usize = 4;
     let mut node = StorageNode::start(4);
-    let engine = Arc::new(node.connect());
+    let mut config = node.engine_config();
+    config.request_timeout_ms = 1_000;
+    let engine = Arc::new(Engine::connect(config).expect("connect"));
+    let phase = Arc::new(AtomicU8::new(SERVING));
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..4usize)
+    let (outcomes, seen) = std::sync::mpsc::sync_channel::<PutOutcome>(1024);
+    let writers: Vec<_> = (0..WRITERS)
         .map(|t| {
             let engine = Arc::clone(&engine);
+            let phase = Arc::clone(&phase);
             let stop = Arc::clone(&stop);
+            let outcomes = outcomes.clone();
             std::thread::spawn(move || {
                 let mut acked = HashMap::new();
                 let mut uncertain = HashMap::new();
                 let mut longest = Duration::ZERO;
                 let mut i = 0u64;
-                while !stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::SeqCst) {
                     let key = format!("t{t}-{}", i % 200).into_bytes();
                     let value = value_for(&key, i, 512);
+                    let sent_in = phase.load(Ordering::SeqCst);
                     let started = Instant::now();
-                    match engine.put_on(t, &key, &value) {
-                        Ok(()) => {
-                            acked.insert(key.clone(), value);
-                            uncertain.remove(&key);
-                        }
-                        Err(_) => {
-                            uncertain.insert(key, value);
-                        }
-                    }
+                    let result = engine.put_on(t, &key, &value);
                     longest = longest.max(started.elapsed());
+                    let done_in = phase.load(Ordering::SeqCst);
+                    if result.is_ok() {
+                        acked.insert(key.clone(), value);
+                        uncertain.remove(&key);
+                    } else {
+                        uncertain.insert(key, value);
+                    }
+                    // The test stops reading once it has seen what it waits
+                    // for; the writers then only wait for `stop`.
+                    let _ = outcomes.try_send(PutOutcome {
+                        writer: t,
+                        sent_in,
+                        done_in,
+                        result,
+                    });
                     i += 1;
                 }
                 (acked, uncertain, longest)
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
-    node.stop();
-    std::thread::sleep(Duration::from_millis(500));
-    let back = Instant::now();
-    node.resume();
-    // Puts succeed again within 10 s of the node being back.
-    let mut recovered = false;
-    while back.elapsed() < Duration::from_secs(10) {
-        if engine.put_on(0, b"probe", b"after restart").is_ok() {
-            recovered = true;
-            break;
+    drop(outcomes);
+    // Waits until `done` has held for every writer, or fails after `within`.
+    let wait_for_each = |what: &str, within: Duration, done: &dyn Fn(&PutOutcome) -> bool| {
+        let deadline = Instant::now() + within;
+        let mut pending: std::collections::HashSet<usize> = (0..WRITERS).collect();
+        while !pending.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let outcome = seen.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("writers {pending:?} did not see {what} within {within:?}")
+            });
+            if done(&outcome) {
+                pending.remove(&outcome.writer);
+            }
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        recovered,
-        "puts did not succeed within 10 s of the storage node being back"
+    };
+
+    wait_for_each("an acknowledged put", Duration::from_secs(10), &|o| {
+        o.done_in == SERVING && o.result.is_ok()
+    });
+    phase.store(KILLED, Ordering::SeqCst);
+    node.kill();
+    // Every writer's put in flight at the kill, or sent after it, fails
+    // with an error (not a hang, not a success).
+    wait_for_each("a put fail after the kill", Duration::from_secs(10), &|o| {
+        if o.sent_in == KILLED {
+            assert!(o.result.is_err(), "a put sent to a killed node succeeded");
+        }
+        match &o.result {
+            Err(EngineError::Storage(
+                ClientError::DeadlineExceeded { .. }
+                | ClientError::ConnectionLost { .. }
+                | ClientError::Unavailable { .. },
+            )) => o.done_in == KILLED,
+            Err(other) => panic!("a put failed with an unexpected error: {other}"),
+            Ok(()) => false,
+        }
+    });
+    phase.store(RESUMED, Ordering::SeqCst);
+    node.resume();
+    // Every writer's puts succeed again once the node is back.
+    wait_for_each(
+        "a put succeed after the restart",
+        Duration::from_secs(20),
+        &|o| o.sent_in == RESUMED && o.result.is_ok(),
     );
-    std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::Relaxed);
+    stop.store(true, Ordering::SeqCst);
+    drop(seen);
     let mut acked = HashMap::new();
     let mut uncertain = HashMap::new();
     for writer in writers {
@@ -348,19 +404,14 @@ fn a_storage_node_restart_under_load_fails_requests_then_recovers() {
         acked.extend(a);
         uncertain.extend(u);
     }
-    assert!(!acked.is_empty());
-    assert!(
-        engine.stats().tail_pulls >= 1,
-        "the links reconnected and pulled their key-log tails"
-    );
-    // Every link lost its connection with the node and reconnected once:
-    // wait until each has pulled its key-log tail, then compare the running
-    // engine with a fresh one.
+    // Every connection was lost and reconnected: wait until each has
+    // pulled its key-log tail, then compare the running engine with a
+    // fresh one.
     let deadline = Instant::now() + Duration::from_secs(30);
     while engine.stats().tail_pulls < node.partitions as u64 {
         assert!(
             Instant::now() < deadline,
-            "only {} of {} links pulled their key-log tails within 30 s",
+            "only {} of {} connections pulled their key-log tails within 30 s",
             engine.stats().tail_pulls,
             node.partitions
         );
