@@ -18,19 +18,13 @@ pub enum EngineError {
     #[error(transparent)]
     Storage(#[from] ClientError),
     /// A record read back does not verify or belongs to another key; it is
-    /// not served.
-    #[error(
-        "record of key {key:?} at partition {partition} offset {offset} does not verify: {reason}"
-    )]
+    /// not served. `wire` is a [`WireError::Corrupt`] naming the place.
+    #[error("key {key:?}: {wire}")]
     Corrupt {
         /// The key asked for (lossy UTF-8).
         key: String,
-        /// Partition.
-        partition: usize,
-        /// Offset.
-        offset: u64,
-        /// What is wrong.
-        reason: String,
+        /// Where the record is and what is wrong with it.
+        wire: WireError,
     },
     /// The engine could not start its runtime.
     #[error("cannot start the engine's runtime: {0}")]
@@ -43,7 +37,7 @@ impl EngineError {
     /// sending, or the storage node's answer.
     pub fn wire(&self) -> Option<&WireError> {
         match self {
-            Self::Invalid(wire) => Some(wire),
+            Self::Invalid(wire) | Self::Corrupt { wire, .. } => Some(wire),
             Self::Storage(client) => client.wire(),
             _ => None,
         }

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use splitkv_common::client::{Call, ClientError};
-use splitkv_common::message::WriteAck;
+use splitkv_common::message::{WireError, WriteAck};
 use splitkv_common::record::{self, VALUE_HEADER_BYTES};
 
 use crate::engine::{Engine, Inner};
@@ -45,9 +45,11 @@ fn verify(key: &[u8], location: &Location, bytes: &Bytes) -> std::result::Result
 fn corrupt(key: &[u8], location: &Location, reason: String) -> EngineError {
     EngineError::Corrupt {
         key: String::from_utf8_lossy(key).into_owned(),
-        partition: location.partition as usize,
-        offset: location.offset,
-        reason,
+        wire: WireError::Corrupt {
+            partition: u32::from(location.partition),
+            offset: location.offset,
+            reason,
+        },
     }
 }
 
@@ -362,27 +364,27 @@ impl Engine {
             let location = match inner.resolve(key) {
                 Ok(Some(location)) => location,
                 Ok(None) => {
-                    pending.push(Pending::Done(Ok(None)));
+                    pending.push(BatchRead::Done(Ok(None)));
                     continue;
                 }
                 Err(e) => {
-                    pending.push(Pending::Done(Err(e)));
+                    pending.push(BatchRead::Done(Err(e)));
                     continue;
                 }
             };
             pending.push(match inner.from_windows(key, &location) {
-                FromWindows::Value(value) => Pending::Done(Ok(Some(value))),
+                FromWindows::Value(value) => BatchRead::Done(Ok(Some(value))),
                 _ => match inner.point_read(&location).await {
-                    Ok(call) => Pending::Remote(location, call),
-                    Err(e) => Pending::Done(Err(e)),
+                    Ok(call) => BatchRead::Remote(location, call),
+                    Err(e) => BatchRead::Done(Err(e)),
                 },
             });
         }
         let mut values = Vec::with_capacity(keys.len());
         for (key, slot) in keys.iter().zip(pending) {
             values.push(match slot {
-                Pending::Done(done) => done,
-                Pending::Remote(location, call) => match call.wait().await {
+                BatchRead::Done(done) => done,
+                BatchRead::Remote(location, call) => match call.wait().await {
                     Ok(bytes) => value_of(key, &location, &bytes).map(Some),
                     Err(e) => Err(e.into()),
                 },
@@ -393,7 +395,7 @@ impl Engine {
 }
 
 /// One key of a batch read: answered, or waiting for its point read.
-enum Pending {
+enum BatchRead {
     Done(Result<Option<Bytes>>),
     Remote(Location, Call<Bytes>),
 }

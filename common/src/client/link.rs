@@ -40,7 +40,8 @@ pub(crate) fn encode_frame<T: serde::Serialize>(meta: &T, parts: &[&[u8]]) -> By
     SCRATCH.with(|scratch| message::encode_parts(&mut scratch.borrow_mut(), meta, parts))
 }
 
-struct Pending {
+/// A request waiting for its answer, until its deadline.
+struct WaitingRequest {
     tx: oneshot::Sender<Outcome>,
     deadline: Instant,
 }
@@ -49,7 +50,7 @@ struct Pending {
 /// every request gets the same timeout, so the oldest deadline is first.
 #[derive(Default)]
 struct Waiting {
-    by_id: BTreeMap<u64, Pending>,
+    by_id: BTreeMap<u64, WaitingRequest>,
     /// Set (under the same lock) when the connection is lost: from then on
     /// nothing is registered, so no request can be left behind unanswered.
     closed: bool,
@@ -191,7 +192,7 @@ impl Live {
                     full: "max_in_flight_requests",
                 })
             } else {
-                waiting.by_id.insert(id, Pending { tx, deadline });
+                waiting.by_id.insert(id, WaitingRequest { tx, deadline });
                 None
             }
         };

@@ -77,8 +77,9 @@ pub struct Fetch {
     pub range: Range<u64>,
 }
 
+/// Where one window is placed, and how much use it has been.
 #[derive(Debug, Clone)]
-struct Slot {
+struct Placement {
     id: u64,
     range: Range<u64>,
     ready: bool,
@@ -93,7 +94,7 @@ struct Slot {
 pub struct WindowPolicy {
     window_bytes: u64,
     committed_end: u64,
-    slots: [Option<Slot>; 2],
+    slots: [Option<Placement>; 2],
     current: Option<usize>,
     recent: [u8; RECENT_READS],
     recent_len: usize,
@@ -303,7 +304,7 @@ impl WindowPolicy {
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.slots[slot] = Some(Slot {
+        self.slots[slot] = Some(Placement {
             id,
             range: range.clone(),
             ready: false,
