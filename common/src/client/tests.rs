@@ -31,8 +31,15 @@ struct Server {
 }
 
 impl Server {
-    /// Starts a server with one partition.
+    /// Starts a server with one partition, on the current runtime.
     fn start() -> Self {
+        Self::start_in(&tokio::runtime::Handle::current())
+    }
+
+    /// Starts a server with one partition whose tasks and socket live in
+    /// `runtime`.
+    fn start_in(runtime: &tokio::runtime::Handle) -> Self {
+        let _entered = runtime.enter();
         let dir = tempfile::tempdir().expect("tempdir");
         let layout =
             certs::generate_cluster(&dir.path().join("certs"), &DEFAULT_STORAGE_NAMES, false)
@@ -49,7 +56,7 @@ impl Server {
         let addr = endpoint.local_addr().expect("address");
         let accepted = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&accepted);
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
                 counter.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(serve(incoming));
@@ -220,4 +227,47 @@ async fn a_lost_connection_is_told_as_link_events() {
     client.wait_up(0, LIMIT).await.expect("up");
     client.ping(0).expect("send").wait().await.expect("ping");
     assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_vanishes_is_given_up_at_the_idle_timeout() {
+    let server_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("server runtime");
+    let server = Server::start_in(server_runtime.handle());
+    let (events, mut told) = mpsc::channel(4);
+    let mut config = server.client_config();
+    config.transport.keep_alive_ms = 100;
+    config.transport.idle_timeout_ms = 1_000;
+    config.link_events = Some(events);
+    let client = StorageClient::connect(config).await.expect("connect");
+    client.ping(0).expect("send").wait().await.expect("ping");
+    // The server's tasks and socket go away without a word to the client.
+    server_runtime.shutdown_background();
+    let started = std::time::Instant::now();
+    let err = client
+        .put(0, b"k", b"v")
+        .expect("send")
+        .wait()
+        .await
+        .expect_err("no answer");
+    assert!(
+        matches!(err, ClientError::DeadlineExceeded { after_ms: 300 }),
+        "{err}"
+    );
+    assert!(client.is_up(0), "a missed deadline does not close the link");
+    assert_eq!(
+        tokio::time::timeout(LIMIT, told.recv())
+            .await
+            .expect("in time"),
+        Some(LinkEvent::Down { partition: 0 })
+    );
+    let noticed = started.elapsed();
+    assert!(
+        noticed >= Duration::from_millis(500) && noticed < Duration::from_secs(5),
+        "the idle timeout closed the link after {noticed:?}"
+    );
+    assert!(!client.is_up(0));
 }
