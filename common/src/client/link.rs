@@ -62,6 +62,9 @@ struct Waiting {
 struct Room {
     /// Bytes handed to the outbox and not yet written to the stream.
     queued_bytes: AtomicUsize,
+    /// The largest frame refused for want of bytes since the outbox last
+    /// drained: room is room for it.
+    wanted_bytes: AtomicUsize,
     /// Callers in [`Live::wait_for_room`]; room is announced only when
     /// there are some.
     waiters: AtomicUsize,
@@ -72,8 +75,17 @@ impl Room {
     /// Returns `len` queued bytes (written, or never queued) and wakes who
     /// waits for room.
     fn release_bytes(&self, len: usize) {
-        self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
+        if self.queued_bytes.fetch_sub(len, Ordering::SeqCst) == len {
+            self.wanted_bytes.store(0, Ordering::SeqCst);
+        }
         self.announce();
+    }
+
+    /// True if a frame of the largest size refused so far would be queued.
+    fn has_room_for_bytes(&self, outbox_bytes: usize) -> bool {
+        let queued = self.queued_bytes.load(Ordering::SeqCst);
+        let wanted = self.wanted_bytes.load(Ordering::SeqCst).max(1);
+        queued == 0 || queued + wanted <= outbox_bytes
     }
 
     /// Wakes who waits for room, if anyone does.
@@ -173,6 +185,7 @@ impl Live {
         let len = frame.len();
         let queued = self.room.queued_bytes.fetch_add(len, Ordering::SeqCst);
         if queued > 0 && queued + len > self.outbox_bytes {
+            self.room.wanted_bytes.fetch_max(len, Ordering::SeqCst);
             self.room.release_bytes(len);
             return Err(ClientError::Busy {
                 partition,
@@ -223,13 +236,21 @@ impl Live {
         self.waiting.lock().by_id.len()
     }
 
-    /// True if one more request of the common size would be taken (or the
-    /// connection is lost, which sending reports).
+    /// Bytes queued to send and not yet written.
+    #[cfg(test)]
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.room.queued_bytes.load(Ordering::SeqCst)
+    }
+
+    /// True if one more request would be taken, as large as any refused
+    /// for want of bytes (or the connection is lost, which sending
+    /// reports).
     fn has_room(&self) -> bool {
         let waiting = self.waiting.lock();
         waiting.closed
             || (waiting.by_id.len() < self.max_in_flight_requests
-                && self.room.queued_bytes.load(Ordering::SeqCst) < self.outbox_bytes)
+                && self.outbox.capacity() > 0
+                && self.room.has_room_for_bytes(self.outbox_bytes))
     }
 
     /// Waits until [`Live::has_room`].

@@ -39,6 +39,16 @@ impl Server {
     /// Starts a server with one partition whose tasks and socket live in
     /// `runtime`.
     fn start_in(runtime: &tokio::runtime::Handle) -> Self {
+        Self::start_with(runtime, TransportSettings::default(), Reading::Always)
+    }
+
+    /// Starts a server with one partition and these transport settings,
+    /// reading its control streams as `reading` says.
+    fn start_with(
+        runtime: &tokio::runtime::Handle,
+        settings: TransportSettings,
+        reading: Reading,
+    ) -> Self {
         let _entered = runtime.enter();
         let dir = tempfile::tempdir().expect("tempdir");
         let layout =
@@ -46,7 +56,6 @@ impl Server {
                 .expect("certificates");
         let storage = NodeIdentity::load(&layout.storage_dir).expect("storage identity");
         let compute = Arc::new(NodeIdentity::load(&layout.compute_dir).expect("compute identity"));
-        let settings = TransportSettings::default();
         let config = storage
             .server_config(Arc::new(settings.transport_config()))
             .expect("server config");
@@ -59,7 +68,7 @@ impl Server {
         runtime.spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
                 counter.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(serve(incoming));
+                tokio::spawn(serve(incoming, reading));
             }
         });
         Self {
@@ -80,9 +89,18 @@ impl Server {
     }
 }
 
+/// Whether the server reads its control streams.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    Always,
+    /// Answers the Hello, then reads nothing more (the client's sends
+    /// block once the stream's flow-control window is full).
+    OnlyTheHello,
+}
+
 /// Answers a connection's control stream: Hello, Ping and Put (except the
 /// keys [`STALL`] and [`DROP`]).
-async fn serve(incoming: quinn::Incoming) {
+async fn serve(incoming: quinn::Incoming, reading: Reading) {
     let Ok(conn) = incoming.await else { return };
     let Ok((mut send, mut recv)) = conn.accept_bi().await else {
         return;
@@ -120,6 +138,10 @@ async fn serve(incoming: quinn::Incoming) {
             };
             let frame = message::encode(&mut scratch, &response, &[]);
             if send.write_all(&frame).await.is_err() {
+                return;
+            }
+            if reading == Reading::OnlyTheHello {
+                conn.closed().await;
                 return;
             }
         }
@@ -244,11 +266,12 @@ async fn a_peer_that_vanishes_is_given_up_at_the_idle_timeout() {
     config.link_events = Some(events);
     let client = StorageClient::connect(config).await.expect("connect");
     client.ping(0).expect("send").wait().await.expect("ping");
-    // The server's tasks and socket go away without a word to the client.
+    // The server's tasks and socket go away without a word to the client
+    // (the request is one it would not have answered anyway).
     server_runtime.shutdown_background();
     let started = std::time::Instant::now();
     let err = client
-        .put(0, b"k", b"v")
+        .put(0, STALL, b"v")
         .expect("send")
         .wait()
         .await
@@ -270,4 +293,56 @@ async fn a_peer_that_vanishes_is_given_up_at_the_idle_timeout() {
         "the idle timeout closed the link after {noticed:?}"
     );
     assert!(!client.is_up(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_stops_reading_fills_the_outbox_to_its_bound_and_no_further() {
+    let settings = TransportSettings {
+        stream_window_bytes: 64 << 10,
+        connection_window_bytes: 128 << 10,
+        ..TransportSettings::default()
+    };
+    let server = Server::start_with(
+        &tokio::runtime::Handle::current(),
+        settings,
+        Reading::OnlyTheHello,
+    );
+    let mut config = server.client_config();
+    config.outbox_bytes = 256 << 10;
+    config.request_timeout_ms = 60_000;
+    let client = StorageClient::connect(config).await.expect("connect");
+    let value = vec![7u8; 16 << 10];
+    let mut sent = Vec::new();
+    let err = loop {
+        match client.put(0, STALL, &value) {
+            Ok(call) => sent.push(call),
+            Err(e) => break e,
+        }
+        assert!(sent.len() < 1000, "the outbox never filled");
+        tokio::task::yield_now().await;
+    };
+    assert!(
+        matches!(
+            err,
+            ClientError::Busy {
+                partition: 0,
+                full: "outbox_bytes"
+            }
+        ),
+        "{err}"
+    );
+    let live = client.state.links()[0].live().expect("up");
+    let queued = live.queued_bytes();
+    assert!(
+        queued <= 256 << 10,
+        "{queued} bytes queued, over the 256 KiB bound"
+    );
+    // Nothing drains while the peer does not read: a caller that waits for
+    // room is told so when its wait ends.
+    let err = client
+        .wait_for_room(0, Duration::from_millis(200))
+        .await
+        .expect_err("no room");
+    assert!(matches!(err, ClientError::Busy { .. }), "{err}");
+    assert!(client.is_up(0));
 }
