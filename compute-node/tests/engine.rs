@@ -436,3 +436,33 @@ fn a_storage_node_killed_under_load_fails_requests_in_flight_then_recovers() {
         );
     }
 }
+
+#[test]
+fn writers_past_the_connections_bound_wait_for_room_instead_of_failing() {
+    let node = StorageNode::start(2);
+    let mut config = node.engine_config();
+    config.max_in_flight_requests = 1;
+    let engine = Arc::new(Engine::connect(config).expect("connect"));
+    let writers: Vec<_> = (0..8u64)
+        .map(|t| {
+            let engine = Arc::clone(&engine);
+            std::thread::spawn(move || {
+                for i in 0..200u64 {
+                    let key = format!("w{t}-{i}").into_bytes();
+                    engine
+                        .put_on(0, &key, &value_for(&key, 0, 256))
+                        .expect("a put waits for room on the full connection");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().expect("writer");
+    }
+    assert_eq!(engine.len(), 8 * 200);
+    let key = b"w7-199";
+    assert_eq!(
+        engine.get(key).expect("get").as_deref(),
+        Some(&value_for(key, 0, 256)[..])
+    );
+}
