@@ -12,6 +12,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, Wake, Waker};
 
 use bytes::Bytes;
 use splitkv_common::client::{Call, ClientError};
@@ -200,6 +201,25 @@ impl Inner {
     }
 }
 
+/// Wakes a thread parked in [`Engine::block`].
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+thread_local! {
+    /// The calling thread's waker for [`Engine::block`] (a wake-up that
+    /// comes before the park is not lost: the park returns at once).
+    static THREAD_WAKER: Waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+}
+
 /// What [`submit`] does when the connection is down.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum WhenDown {
@@ -242,10 +262,23 @@ async fn submit<T>(
 
 impl Engine {
     /// Runs `operation` to completion on the calling thread, with the
-    /// engine's runtime for its I/O and timers: how every blocking method
-    /// runs its async core. Must not be called from inside an async task.
+    /// engine's runtime for its timers and spawned work: how every blocking
+    /// method runs its async core. An operation that completes without
+    /// waiting (a read from a window) costs one poll; one that waits parks
+    /// the thread until it is woken. Must not be called from inside an
+    /// async task.
     fn block<T>(&self, operation: impl Future<Output = T>) -> T {
-        self.inner.handle.block_on(operation)
+        let _runtime = self.inner.handle.enter();
+        let mut operation = std::pin::pin!(operation);
+        THREAD_WAKER.with(|waker| {
+            let mut cx = Context::from_waker(waker);
+            loop {
+                if let Poll::Ready(done) = operation.as_mut().poll(&mut cx) {
+                    return done;
+                }
+                std::thread::park();
+            }
+        })
     }
 
     /// Puts `key` = `value` into the calling thread's partition. Returns

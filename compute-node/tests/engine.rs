@@ -365,12 +365,12 @@ fn a_storage_node_killed_under_load_fails_requests_in_flight_then_recovers() {
     wait_for_each("an acknowledged put", Duration::from_secs(10), &|o| {
         o.done_in == SERVING && o.result.is_ok()
     });
-    phase.store(KILLED, Ordering::SeqCst);
     node.kill();
+    phase.store(KILLED, Ordering::SeqCst);
     // Every writer's put in flight at the kill, or sent after it, fails
     // with an error (not a hang, not a success).
     wait_for_each("a put fail after the kill", Duration::from_secs(10), &|o| {
-        if o.sent_in == KILLED {
+        if o.sent_in == KILLED && o.done_in == KILLED {
             assert!(o.result.is_err(), "a put sent to a killed node succeeded");
         }
         match &o.result {
