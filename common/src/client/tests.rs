@@ -154,6 +154,16 @@ fn waiting(client: &StorageClient) -> usize {
     live.waiting_requests()
 }
 
+/// Puts `key` on partition 0, expecting it to be sent and then to fail.
+async fn failed_put(client: &StorageClient, key: &[u8]) -> ClientError {
+    client
+        .put(0, key, b"v")
+        .expect("send")
+        .wait()
+        .await
+        .expect_err("the put fails")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_past_its_deadline_fails_alone_and_the_link_stays_up() {
     let server = Server::start();
@@ -224,12 +234,7 @@ async fn a_lost_connection_is_told_as_link_events() {
     let mut config = server.client_config();
     config.link_events = Some(events);
     let client = StorageClient::connect(config).await.expect("connect");
-    let err = client
-        .put(0, DROP, b"v")
-        .expect("send")
-        .wait()
-        .await
-        .expect_err("the connection dropped");
+    let err = failed_put(&client, DROP).await;
     assert!(matches!(err, ClientError::ConnectionLost { .. }), "{err}");
     assert_eq!(
         tokio::time::timeout(LIMIT, told.recv())
@@ -270,12 +275,7 @@ async fn a_peer_that_vanishes_is_given_up_at_the_idle_timeout() {
     // (the request is one it would not have answered anyway).
     server_runtime.shutdown_background();
     let started = std::time::Instant::now();
-    let err = client
-        .put(0, STALL, b"v")
-        .expect("send")
-        .wait()
-        .await
-        .expect_err("no answer");
+    let err = failed_put(&client, STALL).await;
     assert!(
         matches!(err, ClientError::DeadlineExceeded { after_ms: 300 }),
         "{err}"
