@@ -253,6 +253,17 @@ impl Live {
                 && self.room.has_room_for_bytes(self.outbox_bytes))
     }
 
+    /// The setting whose bound keeps a request out: what a
+    /// [`ClientError::Busy`] names.
+    pub(crate) fn full_bound(&self) -> &'static str {
+        let in_flight = self.waiting.lock().by_id.len();
+        if in_flight >= self.max_in_flight_requests || self.outbox.capacity() == 0 {
+            "max_in_flight_requests"
+        } else {
+            "outbox_bytes"
+        }
+    }
+
     /// Waits until [`Live::has_room`].
     pub(crate) async fn wait_for_room(&self) {
         let _counted = RoomWaiter::new(&self.room);

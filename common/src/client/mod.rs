@@ -635,9 +635,11 @@ impl StorageClient {
     }
 
     /// Waits until the connection of `partition` has room for one more
-    /// request (see [`ClientError::Busy`]), or `timeout` has passed (the
-    /// request deadline is a good choice: room is made at the latest when
-    /// the oldest request waiting passes it). Returns at once if the
+    /// request (see [`ClientError::Busy`]), or fails with
+    /// [`ClientError::Busy`], naming the bound still reached, once
+    /// `timeout` has passed. The request deadline is a good `timeout`: a
+    /// full map of waiting requests makes room at the latest when its
+    /// oldest request passes its deadline. Returns at once if the
     /// connection is down: sending will say so.
     pub async fn wait_for_room(
         &self,
@@ -653,7 +655,7 @@ impl StorageClient {
             .await
             .map_err(|_| ClientError::Busy {
                 partition,
-                full: "no room within the wait",
+                full: live.full_bound(),
             })
     }
 

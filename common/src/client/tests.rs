@@ -343,6 +343,15 @@ async fn a_peer_that_stops_reading_fills_the_outbox_to_its_bound_and_no_further(
         .wait_for_room(0, Duration::from_millis(200))
         .await
         .expect_err("no room");
-    assert!(matches!(err, ClientError::Busy { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            ClientError::Busy {
+                full: "outbox_bytes",
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(client.is_up(0));
 }
