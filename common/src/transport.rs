@@ -24,7 +24,12 @@ pub struct TransportSettings {
     /// and would otherwise be closed by the idle timeout.
     pub keep_alive_ms: u64,
     /// A connection with no traffic (keep-alives included) for this long is
-    /// considered dead, which is how a vanished peer is noticed.
+    /// considered dead, which is how a vanished peer is noticed (killed
+    /// without a restart, or restarted at another address; a restart at
+    /// the same address is noticed at once, from its stateless reset).
+    /// Requests do not close a connection when they pass their deadlines,
+    /// so this bounds how long a connection to a peer that is gone stays
+    /// open. The lower of the two peers' values applies.
     pub idle_timeout_ms: u64,
     /// Per-stream receive window. A 16 MiB range read is streamed without
     /// waiting for window updates when this is at least a whole range.
@@ -45,8 +50,8 @@ impl Default for TransportSettings {
     fn default() -> Self {
         Self {
             max_udp_payload_bytes: 9000,
-            keep_alive_ms: 5_000,
-            idle_timeout_ms: 30_000,
+            keep_alive_ms: 2_000,
+            idle_timeout_ms: 10_000,
             stream_window_bytes: 32 << 20,
             connection_window_bytes: 64 << 20,
             max_concurrent_streams: 64,

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use splitkv_common::limits::{DEFAULT_MAX_KEY_BYTES, DEFAULT_MAX_VALUE_BYTES};
+use splitkv_common::client;
+use splitkv_common::limits::Limits;
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 
@@ -16,10 +17,9 @@ pub struct EngineConfig {
     /// A writer (the default) begins a new writer epoch when it connects,
     /// fencing any older writer. A reader only reads: its writes fail.
     pub writer: bool,
-    /// Longest key accepted (keys are at least 1 byte).
-    pub max_key_bytes: usize,
-    /// Longest value accepted.
-    pub max_value_bytes: usize,
+    /// Longest key and value accepted (keys are at least 1 byte); lowered
+    /// to the storage node's limits when they are lower.
+    pub limits: Limits,
     /// Size of each of a partition's two read windows.
     pub window_bytes: u64,
     /// Deadline of each request to the storage node.
@@ -29,6 +29,12 @@ pub struct EngineConfig {
     /// How long a write waits for a connection that is down (the storage
     /// node restarting) before it fails.
     pub reconnect_wait_ms: u64,
+    /// Requests each connection to the storage node holds waiting for
+    /// answers; a caller past it waits for room.
+    pub max_in_flight_requests: usize,
+    /// Bytes of requests each connection holds queued to send; a caller
+    /// past it waits for room.
+    pub outbox_bytes: usize,
     /// Threads of the engine's async runtime.
     pub worker_threads: usize,
     /// QUIC transport settings.
@@ -43,12 +49,13 @@ impl EngineConfig {
             storage: storage.into(),
             identity,
             writer: true,
-            max_key_bytes: DEFAULT_MAX_KEY_BYTES,
-            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            limits: Limits::default(),
             window_bytes: 10 << 20,
             request_timeout_ms: 5_000,
             connect_timeout_ms: 5_000,
             reconnect_wait_ms: 10_000,
+            max_in_flight_requests: client::DEFAULT_MAX_IN_FLIGHT_REQUESTS,
+            outbox_bytes: client::DEFAULT_OUTBOX_BYTES,
             worker_threads: 2,
             transport: TransportSettings::default(),
         }

@@ -4,16 +4,23 @@
 //! reads from its windows or the storage node, and writes through the
 //! storage node, updating the index from each acknowledgement.
 //!
-//! Reads and writes come as blocking methods (for plain threads; not to be
-//! called from inside an async task) and async ones (for tasks on any tokio
-//! runtime; the RESP server uses the engine's own, [`Engine::handle`]).
+//! Each read and write is one async method (for tasks on any tokio
+//! runtime; the RESP server uses the engine's own, [`Engine::handle`]),
+//! with a blocking form over it for plain threads (not to be called from
+//! inside an async task).
+//!
+//! The storage client tells the engine what happens to its connections on
+//! a bounded channel the engine owns; the engine's task that follows it
+//! pulls a partition's key-log tail after its connection comes back.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use splitkv_common::client::{ClientConfig, StorageClient, Welcome};
+use splitkv_common::client::{ClientConfig, LinkEvent, StorageClient, Welcome};
+use splitkv_common::limits::Limits;
+use tokio::sync::mpsc;
 
 use crate::config::EngineConfig;
 use crate::error::{EngineError, Result};
@@ -95,13 +102,13 @@ pub(crate) struct Inner {
     pub(crate) client: StorageClient,
     pub(crate) index: Index,
     pub(crate) windows: Vec<PartitionWindows>,
-    /// Per link: the highest sequence number acknowledged on it. After a
-    /// reconnection, the key-log tail past it is pulled, so a write whose
-    /// acknowledgement was lost becomes visible.
+    /// Per partition: the highest sequence number acknowledged in it.
+    /// After its connection comes back, the key-log tail past it is pulled,
+    /// so a write whose acknowledgement was lost becomes visible.
     pub(crate) acked_seq: Vec<AtomicU64>,
     pub(crate) counters: Counters,
     pub(crate) handle: tokio::runtime::Handle,
-    next_link: AtomicUsize,
+    next_partition: AtomicUsize,
 }
 
 impl Inner {
@@ -109,8 +116,8 @@ impl Inner {
         self.windows.len()
     }
 
-    pub(crate) fn note_acked(&self, link: usize, seq: u64) {
-        self.acked_seq[link].fetch_max(seq, Ordering::AcqRel);
+    pub(crate) fn note_acked(&self, partition: usize, seq: u64) {
+        self.acked_seq[partition].fetch_max(seq, Ordering::AcqRel);
     }
 
     /// Starts a window fetch in the background.
@@ -147,53 +154,47 @@ impl Inner {
     }
 
     pub(crate) fn check_key(&self, key: &[u8]) -> Result<()> {
-        if key.is_empty() {
-            return Err(EngineError::EmptyKey);
-        }
-        if key.len() > self.config.max_key_bytes {
-            return Err(EngineError::TooLarge {
-                what: "key",
-                len: key.len(),
-                max: self.config.max_key_bytes,
-            });
-        }
-        Ok(())
+        self.config
+            .limits
+            .check_key(key)
+            .map_err(EngineError::Invalid)
     }
 
     pub(crate) fn check_value(&self, value: &[u8]) -> Result<()> {
-        if value.len() > self.config.max_value_bytes {
-            return Err(EngineError::TooLarge {
-                what: "value",
-                len: value.len(),
-                max: self.config.max_value_bytes,
-            });
-        }
-        Ok(())
+        self.config
+            .limits
+            .check_value(value)
+            .map_err(EngineError::Invalid)
     }
 
-    /// The link a caller that names none uses: one per thread, spread round
-    /// robin, so that one thread's operations stay in order.
-    pub(crate) fn thread_link(&self) -> usize {
+    /// The partition a caller that names none writes to: one per thread,
+    /// spread round robin, so that one thread's operations stay in order.
+    pub(crate) fn thread_partition(&self) -> usize {
         thread_local! {
-            static LINK: Cell<Option<usize>> = const { Cell::new(None) };
+            static PARTITION: Cell<Option<usize>> = const { Cell::new(None) };
         }
-        LINK.with(|link| match link.get() {
-            Some(l) => l % self.partitions(),
+        PARTITION.with(|partition| match partition.get() {
+            Some(p) => p % self.partitions(),
             None => {
-                let l = self.next_link.fetch_add(1, Ordering::Relaxed);
-                link.set(Some(l));
-                l % self.partitions()
+                let p = self.next_partition();
+                partition.set(Some(p));
+                p
             }
         })
     }
 
-    /// A link for a new caller (e.g. a RESP client), spread round robin.
-    pub(crate) fn next_link(&self) -> usize {
-        self.next_link.fetch_add(1, Ordering::Relaxed) % self.partitions()
+    /// A partition for a new caller (e.g. a RESP client), spread round
+    /// robin.
+    pub(crate) fn next_partition(&self) -> usize {
+        self.next_partition.fetch_add(1, Ordering::Relaxed) % self.partitions()
     }
 
     pub(crate) fn reconnect_wait(&self) -> Duration {
         Duration::from_millis(self.config.reconnect_wait_ms)
+    }
+
+    pub(crate) fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.request_timeout_ms)
     }
 }
 
@@ -232,10 +233,10 @@ impl Engine {
         self.inner.partitions()
     }
 
-    /// A link for a new caller that wants its writes kept in order (for
-    /// example one RESP client connection).
-    pub fn assign_link(&self) -> usize {
-        self.inner.next_link()
+    /// A partition for a new caller that wants its writes kept in order
+    /// (for example one RESP client connection).
+    pub fn assign_partition(&self) -> usize {
+        self.inner.next_partition()
     }
 
     /// Counters and state.
@@ -283,24 +284,27 @@ impl Drop for Engine {
     }
 }
 
+/// Link events the storage client may queue for the engine before it
+/// waits: a few per partition's connection.
+const MAX_QUEUED_LINK_EVENTS: usize = 64;
+
 async fn connect_inner(
     mut config: EngineConfig,
     handle: tokio::runtime::Handle,
 ) -> Result<Arc<Inner>> {
-    let me: Arc<OnceLock<Weak<Inner>>> = Arc::new(OnceLock::new());
+    let (events, events_rx) = mpsc::channel(MAX_QUEUED_LINK_EVENTS);
     let mut client_config = ClientConfig::new(config.storage.clone(), Arc::clone(&config.identity));
     client_config.writer = config.writer;
     client_config.request_timeout_ms = config.request_timeout_ms;
     client_config.connect_timeout_ms = config.connect_timeout_ms;
     client_config.transport = config.transport;
-    client_config.max_frame_bytes =
-        splitkv_common::message::max_frame_bytes(config.max_key_bytes, config.max_value_bytes);
-    let hook_target = Arc::clone(&me);
-    client_config.on_reconnect = Some(Arc::new(move |link| {
-        if let Some(inner) = hook_target.get().and_then(Weak::upgrade) {
-            rebuild::spawn_tail_pull(inner, link);
-        }
-    }));
+    client_config.max_frame_bytes = splitkv_common::message::max_frame_bytes(
+        config.limits.max_key_bytes,
+        config.limits.max_value_bytes,
+    );
+    client_config.max_in_flight_requests = config.max_in_flight_requests;
+    client_config.outbox_bytes = config.outbox_bytes;
+    client_config.link_events = Some(events);
     let client = StorageClient::connect(client_config).await?;
     let partitions = client.partitions();
     adopt_node_limits(&mut config, client.welcome());
@@ -314,9 +318,9 @@ async fn connect_inner(
         index: Index::new(),
         counters: Counters::default(),
         handle,
-        next_link: AtomicUsize::new(0),
+        next_partition: AtomicUsize::new(0),
     });
-    let _ = me.set(Arc::downgrade(&inner));
+    tokio::spawn(follow_link_events(Arc::downgrade(&inner), events_rx));
     let started = std::time::Instant::now();
     rebuild::rebuild_index(&inner).await?;
     let stats = inner.index.stats();
@@ -330,23 +334,41 @@ async fn connect_inner(
     Ok(inner)
 }
 
+/// Consumes what the storage client tells of its connections until the
+/// engine is gone: after a reconnection, pulls the partition's key-log tail.
+async fn follow_link_events(inner: Weak<Inner>, mut events: mpsc::Receiver<LinkEvent>) {
+    while let Some(event) = events.recv().await {
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        match event {
+            LinkEvent::Reconnected {
+                partition,
+                generation,
+            } => {
+                tracing::debug!(partition, generation, "connection back; pulling the tail");
+                rebuild::spawn_tail_pull(inner, partition);
+            }
+            LinkEvent::Down { partition } => {
+                tracing::debug!(partition, "connection lost; its requests failed");
+            }
+        }
+    }
+}
+
 /// Lowers the engine's limits to what the storage node accepts (a write
 /// over the node's limits would be refused there anyway; here it gets the
 /// engine's clear error without a round trip), and windows to the longest
 /// range the protocol reads.
 fn adopt_node_limits(config: &mut EngineConfig, welcome: &Welcome) {
     let mut window_bytes = config.window_bytes as usize;
+    let Limits {
+        max_key_bytes,
+        max_value_bytes,
+    } = &mut config.limits;
     let limits = [
-        (
-            "max_key_bytes",
-            &mut config.max_key_bytes,
-            welcome.max_key_bytes,
-        ),
-        (
-            "max_value_bytes",
-            &mut config.max_value_bytes,
-            welcome.max_value_bytes,
-        ),
+        ("max_key_bytes", max_key_bytes, welcome.max_key_bytes),
+        ("max_value_bytes", max_value_bytes, welcome.max_value_bytes),
         (
             "window_bytes",
             &mut window_bytes,

@@ -1,47 +1,47 @@
 //! The engine's errors.
 
 use splitkv_common::client::ClientError;
+use splitkv_common::message::WireError;
 use thiserror::Error;
 
 /// Why an engine operation failed.
 #[derive(Debug, Error)]
 pub enum EngineError {
-    /// Keys must be at least one byte.
-    #[error("empty key")]
-    EmptyKey,
-    /// A key or value over the configured limit.
-    #[error("{what} is {len} bytes; the limit is {max}")]
-    TooLarge {
-        /// Key or value.
-        what: &'static str,
-        /// Its length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
+    /// A key or value breaks the configured limits (an empty key, or one
+    /// over the limit); refused without asking the storage node, in the
+    /// words it would use.
+    #[error(transparent)]
+    Invalid(WireError),
     /// The request to the storage node failed (see [`ClientError`]; after
     /// a lost connection or a missed deadline a write may or may not have
     /// happened).
     #[error(transparent)]
     Storage(#[from] ClientError),
     /// A record read back does not verify or belongs to another key; it is
-    /// not served.
-    #[error(
-        "record of key {key:?} at partition {partition} offset {offset} does not verify: {reason}"
-    )]
+    /// not served. `wire` is a [`WireError::Corrupt`] naming the place.
+    #[error("key {key:?}: {wire}")]
     Corrupt {
         /// The key asked for (lossy UTF-8).
         key: String,
-        /// Partition.
-        partition: usize,
-        /// Offset.
-        offset: u64,
-        /// What is wrong.
-        reason: String,
+        /// Where the record is and what is wrong with it.
+        wire: WireError,
     },
     /// The engine could not start its runtime.
     #[error("cannot start the engine's runtime: {0}")]
     Runtime(std::io::Error),
+}
+
+impl EngineError {
+    /// The wire error this failure carries, whoever raised it: the
+    /// engine's own limit checks, the storage client's refusals before
+    /// sending, or the storage node's answer.
+    pub fn wire(&self) -> Option<&WireError> {
+        match self {
+            Self::Invalid(wire) | Self::Corrupt { wire, .. } => Some(wire),
+            Self::Storage(client) => client.wire(),
+            _ => None,
+        }
+    }
 }
 
 /// Result of engine operations.

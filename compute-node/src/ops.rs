@@ -1,5 +1,6 @@
-//! The engine's operations: put, get, delete and their batch forms, each
-//! blocking and async.
+//! The engine's operations: put, get, delete and their batch forms. Each
+//! is one async function; the blocking form a plain thread calls runs that
+//! same function to completion ([`Engine::block`]).
 //!
 //! A write is acknowledged to the caller only after the storage node has
 //! acknowledged it; the acknowledgement's sequence number and offset update
@@ -8,12 +9,14 @@
 //! hit) or from the storage node, and checks its checksum, key and sequence
 //! number before returning the value.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, Wake, Waker};
 
 use bytes::Bytes;
 use splitkv_common::client::{Call, ClientError};
-use splitkv_common::message::WriteAck;
+use splitkv_common::message::{WireError, WriteAck};
 use splitkv_common::record::{self, VALUE_HEADER_BYTES};
 
 use crate::engine::{Engine, Inner};
@@ -43,9 +46,11 @@ fn verify(key: &[u8], location: &Location, bytes: &Bytes) -> std::result::Result
 fn corrupt(key: &[u8], location: &Location, reason: String) -> EngineError {
     EngineError::Corrupt {
         key: String::from_utf8_lossy(key).into_owned(),
-        partition: location.partition as usize,
-        offset: location.offset,
-        reason,
+        wire: WireError::Corrupt {
+            partition: u32::from(location.partition),
+            offset: location.offset,
+            reason,
+        },
     }
 }
 
@@ -65,7 +70,7 @@ enum FromWindows {
 }
 
 impl Inner {
-    fn record_put(&self, link: usize, key: &[u8], value_len: usize, ack: WriteAck) {
+    fn record_put(&self, partition: usize, key: &[u8], value_len: usize, ack: WriteAck) {
         let len = record::value_record_len(key.len(), value_len);
         self.index.apply(
             key,
@@ -73,18 +78,18 @@ impl Inner {
                 seq: ack.seq,
                 offset: ack.offset,
                 len: len as u32,
-                partition: link as u16,
+                partition: partition as u16,
             },
         );
-        self.note_acked(link, ack.seq);
-        self.windows[link].note_committed_end(ack.offset + len as u64);
+        self.note_acked(partition, ack.seq);
+        self.windows[partition].note_committed_end(ack.offset + len as u64);
         self.counters.puts.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records the acknowledgements of a batch put, one per item in order.
     fn record_put_many(
         &self,
-        link: usize,
+        partition: usize,
         items: &[(&[u8], &[u8])],
         acks: Vec<WriteAck>,
     ) -> Result<()> {
@@ -96,34 +101,34 @@ impl Inner {
             ))));
         }
         for ((key, value), ack) in items.iter().zip(acks) {
-            self.record_put(link, key, value.len(), ack);
+            self.record_put(partition, key, value.len(), ack);
         }
         Ok(())
     }
 
-    fn record_delete(&self, link: usize, key: &[u8], ack: WriteAck) {
+    fn record_delete(&self, partition: usize, key: &[u8], ack: WriteAck) {
         self.index
-            .apply(key, Location::tombstone(ack.seq, link as u16));
-        self.note_acked(link, ack.seq);
+            .apply(key, Location::tombstone(ack.seq, partition as u16));
+        self.note_acked(partition, ack.seq);
         self.counters.deletes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Checks a write's key (and value) against the limits and returns the
-    /// link it goes through.
-    fn prepare_write(&self, link: usize, key: &[u8], value: Option<&[u8]>) -> Result<usize> {
+    /// partition it goes to.
+    fn prepare_write(&self, partition: usize, key: &[u8], value: Option<&[u8]>) -> Result<usize> {
         self.check_key(key)?;
         if let Some(value) = value {
             self.check_value(value)?;
         }
-        Ok(link % self.partitions())
+        Ok(partition % self.partitions())
     }
 
     /// Like [`Inner::prepare_write`], for every pair of a batch.
-    fn prepare_batch(&self, link: usize, items: &[(&[u8], &[u8])]) -> Result<usize> {
+    fn prepare_batch(&self, partition: usize, items: &[(&[u8], &[u8])]) -> Result<usize> {
         for (key, value) in items {
-            self.prepare_write(link, key, Some(value))?;
+            self.prepare_write(partition, key, Some(value))?;
         }
-        Ok(link % self.partitions())
+        Ok(partition % self.partitions())
     }
 
     /// Where a live key's newest record is, counting the read.
@@ -184,134 +189,162 @@ impl Inner {
         verify(key, location, &bytes).ok()
     }
 
-    fn point_read(&self, location: &Location) -> Result<Call<Bytes>> {
+    /// Sends a read of the record at `location` on its own.
+    async fn point_read(&self, location: &Location) -> Result<Call<Bytes>> {
         self.counters.point_reads.fetch_add(1, Ordering::Relaxed);
-        self.client
-            .get(
-                location.partition as usize,
-                location.offset,
-                location.len as usize,
-            )
-            .map_err(EngineError::from)
+        let partition = location.partition as usize;
+        submit(self, partition, WhenDown::Fail, || {
+            self.client
+                .get(partition, location.offset, location.len as usize)
+        })
+        .await
     }
 }
 
-/// Runs `submit` and, if the link is down, waits for it to come back (up to
-/// the reconnect wait) and tries once more. A request that was never sent can
-/// be retried safely.
-fn submit_blocking<T>(
-    inner: &Inner,
-    link: usize,
-    submit: impl Fn() -> std::result::Result<Call<T>, ClientError>,
-) -> Result<Call<T>> {
-    match submit() {
-        Err(ClientError::Unavailable { .. }) => {
-            inner
-                .client
-                .wait_up_blocking(link, inner.reconnect_wait())?;
-            Ok(submit()?)
-        }
-        other => Ok(other?),
+/// Wakes a thread parked in [`Engine::block`].
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
     }
 }
 
-async fn submit_async<T>(
+thread_local! {
+    /// The calling thread's waker for [`Engine::block`] (a wake-up that
+    /// comes before the park is not lost: the park returns at once).
+    static THREAD_WAKER: Waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+}
+
+/// What [`submit`] does when the connection is down.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WhenDown {
+    /// Wait for it to come back (up to the reconnect wait), then send.
+    Wait,
+    /// Fail at once.
+    Fail,
+}
+
+/// Sends a request with `send`. While the connection of `partition` is
+/// full it waits for room (up to a request deadline each time); if the
+/// connection is down it waits for it to come back once, or fails, as
+/// `when_down` says. A request that was never sent can be sent again safely.
+async fn submit<T>(
     inner: &Inner,
-    link: usize,
-    submit: impl Fn() -> std::result::Result<Call<T>, ClientError>,
+    partition: usize,
+    when_down: WhenDown,
+    send: impl Fn() -> std::result::Result<Call<T>, ClientError>,
 ) -> Result<Call<T>> {
-    match submit() {
-        Err(ClientError::Unavailable { .. }) => {
-            inner.client.wait_up(link, inner.reconnect_wait()).await?;
-            Ok(submit()?)
+    let mut waited_up = when_down == WhenDown::Fail;
+    loop {
+        match send() {
+            Err(ClientError::Unavailable { .. }) if !waited_up => {
+                waited_up = true;
+                inner
+                    .client
+                    .wait_up(partition, inner.reconnect_wait())
+                    .await?;
+            }
+            Err(ClientError::Busy { .. }) => {
+                inner
+                    .client
+                    .wait_for_room(partition, inner.request_timeout())
+                    .await?;
+            }
+            other => return Ok(other?),
         }
-        other => Ok(other?),
     }
 }
 
 impl Engine {
-    /// Puts `key` = `value` through the calling thread's connection.
-    /// Returns once the storage node has acknowledged it.
+    /// Runs `operation` to completion on the calling thread, with the
+    /// engine's runtime for its timers and spawned work: how every blocking
+    /// method runs its async core. An operation that completes without
+    /// waiting (a read from a window) costs one poll; one that waits parks
+    /// the thread until it is woken. Must not be called from inside an
+    /// async task.
+    fn block<T>(&self, operation: impl Future<Output = T>) -> T {
+        let _runtime = self.inner.handle.enter();
+        let mut operation = std::pin::pin!(operation);
+        THREAD_WAKER.with(|waker| {
+            let mut cx = Context::from_waker(waker);
+            loop {
+                if let Poll::Ready(done) = operation.as_mut().poll(&mut cx) {
+                    return done;
+                }
+                std::thread::park();
+            }
+        })
+    }
+
+    /// Puts `key` = `value` into the calling thread's partition. Returns
+    /// once the storage node has acknowledged it. Blocking.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.put_on(self.inner.thread_link(), key, value)
+        self.put_on(self.inner.thread_partition(), key, value)
     }
 
-    /// Puts `key` = `value` through connection `link` (into partition
-    /// `link`); one caller's writes on one link take effect in order.
-    pub fn put_on(&self, link: usize, key: &[u8], value: &[u8]) -> Result<()> {
-        let inner = &self.inner;
-        let link = inner.prepare_write(link, key, Some(value))?;
-        let ack =
-            submit_blocking(inner, link, || inner.client.put(link, key, value))?.wait_blocking()?;
-        inner.record_put(link, key, value.len(), ack);
-        Ok(())
+    /// Puts `key` = `value` into `partition`; one caller's writes to one
+    /// partition take effect in order. Blocking.
+    pub fn put_on(&self, partition: usize, key: &[u8], value: &[u8]) -> Result<()> {
+        self.block(async {
+            let pending = self.start_put(partition, key, value).await?;
+            self.finish_put(pending).await
+        })
     }
 
-    /// Async form of [`Engine::put_on`].
-    pub async fn put_async(&self, link: usize, key: &[u8], value: &[u8]) -> Result<()> {
-        let inner = &self.inner;
-        let link = inner.prepare_write(link, key, Some(value))?;
-        let ack = submit_async(inner, link, || inner.client.put(link, key, value))
-            .await?
-            .wait()
-            .await?;
-        inner.record_put(link, key, value.len(), ack);
-        Ok(())
-    }
-
-    /// Puts every pair as one unit through the calling thread's connection:
-    /// after a crash either all of them or none are there.
+    /// Puts every pair as one unit into the calling thread's partition:
+    /// after a crash either all of them or none are there. Blocking.
     pub fn put_many(&self, items: &[(&[u8], &[u8])]) -> Result<()> {
-        self.put_many_on(self.inner.thread_link(), items)
+        self.put_many_on(self.inner.thread_partition(), items)
     }
 
-    /// Like [`Engine::put_many`], through connection `link`.
-    pub fn put_many_on(&self, link: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
+    /// Like [`Engine::put_many`], into `partition`. Blocking.
+    pub fn put_many_on(&self, partition: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
+        self.block(self.put_many_async(partition, items))
+    }
+
+    /// Puts every pair into `partition` as one unit (all or none after a
+    /// crash); returns once the storage node has acknowledged them.
+    pub async fn put_many_async(&self, partition: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
         let inner = &self.inner;
-        let link = inner.prepare_batch(link, items)?;
-        let acks =
-            submit_blocking(inner, link, || inner.client.put_many(link, items))?.wait_blocking()?;
-        inner.record_put_many(link, items, acks)
+        let partition = inner.prepare_batch(partition, items)?;
+        let acks = submit(inner, partition, WhenDown::Wait, || {
+            inner.client.put_many(partition, items)
+        })
+        .await?
+        .wait()
+        .await?;
+        inner.record_put_many(partition, items, acks)
     }
 
-    /// Async form of [`Engine::put_many_on`].
-    pub async fn put_many_async(&self, link: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
-        let inner = &self.inner;
-        let link = inner.prepare_batch(link, items)?;
-        let acks = submit_async(inner, link, || inner.client.put_many(link, items))
-            .await?
-            .wait()
-            .await?;
-        inner.record_put_many(link, items, acks)
-    }
-
-    /// Deletes `key` through the calling thread's connection. Returns
-    /// whether the key existed (as far as this engine knew).
+    /// Deletes `key` through the calling thread's partition. Returns
+    /// whether the key existed (as far as this engine knew). Blocking.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.delete_on(self.inner.thread_link(), key)
+        self.delete_on(self.inner.thread_partition(), key)
     }
 
-    /// Like [`Engine::delete`], through connection `link`.
-    pub fn delete_on(&self, link: usize, key: &[u8]) -> Result<bool> {
-        let inner = &self.inner;
-        let link = inner.prepare_write(link, key, None)?;
-        let existed = self.contains(key);
-        let ack =
-            submit_blocking(inner, link, || inner.client.delete(link, key))?.wait_blocking()?;
-        inner.record_delete(link, key, ack);
-        Ok(existed)
+    /// Like [`Engine::delete`], through `partition`. Blocking.
+    pub fn delete_on(&self, partition: usize, key: &[u8]) -> Result<bool> {
+        self.block(self.delete_async(partition, key))
     }
 
-    /// Async form of [`Engine::delete_on`].
-    pub async fn delete_async(&self, link: usize, key: &[u8]) -> Result<bool> {
+    /// Deletes `key` through `partition` (the tombstone is logged there);
+    /// returns once acknowledged, with whether the key existed.
+    pub async fn delete_async(&self, partition: usize, key: &[u8]) -> Result<bool> {
         let inner = &self.inner;
-        let link = inner.prepare_write(link, key, None)?;
+        let partition = inner.prepare_write(partition, key, None)?;
         let existed = self.contains(key);
-        let ack = submit_async(inner, link, || inner.client.delete(link, key))
-            .await?
-            .wait()
-            .await?;
-        inner.record_delete(link, key, ack);
+        let ack = submit(inner, partition, WhenDown::Wait, || {
+            inner.client.delete(partition, key)
+        })
+        .await?
+        .wait()
+        .await?;
+        inner.record_delete(partition, key, ack);
         Ok(existed)
     }
 
@@ -320,27 +353,13 @@ impl Engine {
         self.inner.index.get(key).is_some_and(|l| !l.is_tombstone())
     }
 
-    /// The value of `key`, `None` if it has none.
+    /// The value of `key`, `None` if it has none. Blocking.
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        let inner = &self.inner;
-        let Some(location) = inner.resolve(key)? else {
-            return Ok(None);
-        };
-        match inner.from_windows(key, &location) {
-            FromWindows::Value(value) => return Ok(Some(value)),
-            FromWindows::Wait { id } => {
-                inner.windows[location.partition as usize].wait(id);
-                if let Some(value) = inner.after_wait(key, &location) {
-                    return Ok(Some(value));
-                }
-            }
-            FromWindows::Miss => {}
-        }
-        let bytes = inner.point_read(&location)?.wait_blocking()?;
-        value_of(key, &location, &bytes).map(Some)
+        self.block(self.get_async(key))
     }
 
-    /// Async form of [`Engine::get`].
+    /// The value of `key`, `None` if it has none: from a window (waiting
+    /// for one on its way) or read on its own.
     pub async fn get_async(&self, key: &[u8]) -> Result<Option<Bytes>> {
         let inner = &self.inner;
         let Some(location) = inner.resolve(key)? else {
@@ -349,49 +368,56 @@ impl Engine {
         match inner.from_windows(key, &location) {
             FromWindows::Value(value) => return Ok(Some(value)),
             FromWindows::Wait { id } => {
-                inner.windows[location.partition as usize]
-                    .wait_async(id)
-                    .await;
+                inner.windows[location.partition as usize].wait(id).await;
                 if let Some(value) = inner.after_wait(key, &location) {
                     return Ok(Some(value));
                 }
             }
             FromWindows::Miss => {}
         }
-        let bytes = inner.point_read(&location)?.wait().await?;
+        let bytes = inner.point_read(&location).await?.wait().await?;
         value_of(key, &location, &bytes).map(Some)
     }
 
     /// The values of `keys`, in order; the first error fails the batch.
     /// Records not in a window are requested together, so the batch costs
-    /// one round trip.
+    /// one round trip. Blocking.
     pub fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
-        let mut values = Vec::with_capacity(keys.len());
-        for (key, slot) in keys.iter().zip(self.start_get_many(keys)) {
-            values.push(match slot {
-                Pending::Done(done) => done?,
-                Pending::Remote(location, call) => {
-                    Some(value_of(key, &location, &call.wait_blocking()?)?)
+        self.block(self.get_each_async(keys)).into_iter().collect()
+    }
+
+    /// The values of `keys`, in order, with an outcome per key: one key's
+    /// failure (a bad key, a record that fails its checks) fails only that
+    /// key. Records not in a window are requested together (windows on
+    /// their way are not waited for), so the batch costs one round trip.
+    pub async fn get_each_async(&self, keys: &[&[u8]]) -> Vec<Result<Option<Bytes>>> {
+        let inner = &self.inner;
+        let mut pending = Vec::with_capacity(keys.len());
+        for key in keys {
+            let location = match inner.resolve(key) {
+                Ok(Some(location)) => location,
+                Ok(None) => {
+                    pending.push(BatchRead::Done(Ok(None)));
+                    continue;
                 }
+                Err(e) => {
+                    pending.push(BatchRead::Done(Err(e)));
+                    continue;
+                }
+            };
+            pending.push(match inner.from_windows(key, &location) {
+                FromWindows::Value(value) => BatchRead::Done(Ok(Some(value))),
+                _ => match inner.point_read(&location).await {
+                    Ok(call) => BatchRead::Remote(location, call),
+                    Err(e) => BatchRead::Done(Err(e)),
+                },
             });
         }
-        Ok(values)
-    }
-
-    /// Async form of [`Engine::get_many`].
-    pub async fn get_many_async(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
-        self.get_each_async(keys).await.into_iter().collect()
-    }
-
-    /// Like [`Engine::get_many_async`], with an outcome per key: one key's
-    /// failure (a bad key, a record that fails its checks) fails only that
-    /// key.
-    pub async fn get_each_async(&self, keys: &[&[u8]]) -> Vec<Result<Option<Bytes>>> {
         let mut values = Vec::with_capacity(keys.len());
-        for (key, slot) in keys.iter().zip(self.start_get_many(keys)) {
+        for (key, slot) in keys.iter().zip(pending) {
             values.push(match slot {
-                Pending::Done(done) => done,
-                Pending::Remote(location, call) => match call.wait().await {
+                BatchRead::Done(done) => done,
+                BatchRead::Remote(location, call) => match call.wait().await {
                     Ok(bytes) => value_of(key, &location, &bytes).map(Some),
                     Err(e) => Err(e.into()),
                 },
@@ -399,39 +425,10 @@ impl Engine {
         }
         values
     }
-
-    /// Serves what the windows hold and sends point reads for the rest
-    /// (windows that are loading are not waited for: a batch takes one round
-    /// trip).
-    fn start_get_many(&self, keys: &[&[u8]]) -> Vec<Pending> {
-        let inner = &self.inner;
-        let mut pending = Vec::with_capacity(keys.len());
-        for key in keys {
-            let location = match inner.resolve(key) {
-                Ok(Some(location)) => location,
-                Ok(None) => {
-                    pending.push(Pending::Done(Ok(None)));
-                    continue;
-                }
-                Err(e) => {
-                    pending.push(Pending::Done(Err(e)));
-                    continue;
-                }
-            };
-            pending.push(match inner.from_windows(key, &location) {
-                FromWindows::Value(value) => Pending::Done(Ok(Some(value))),
-                _ => match inner.point_read(&location) {
-                    Ok(call) => Pending::Remote(location, call),
-                    Err(e) => Pending::Done(Err(e)),
-                },
-            });
-        }
-        pending
-    }
 }
 
 /// One key of a batch read: answered, or waiting for its point read.
-enum Pending {
+enum BatchRead {
     Done(Result<Option<Bytes>>),
     Remote(Location, Call<Bytes>),
 }
@@ -439,24 +436,32 @@ enum Pending {
 /// A put that has been sent and not yet acknowledged (see
 /// [`Engine::start_put`]).
 #[must_use = "a put takes effect in the index only once finished"]
-pub struct PendingPut {
-    link: usize,
-    key: Bytes,
+pub struct PendingPut<K> {
+    partition: usize,
+    key: K,
     value_len: usize,
     call: Call<WriteAck>,
 }
 
 impl Engine {
-    /// Sends a put through connection `link` without waiting for its
+    /// Sends a put into `partition` without waiting for its
     /// acknowledgement, so that several puts of one caller are in flight at
-    /// once (they still take effect in the order sent). If the link is down
-    /// it waits for it first. Finish with [`Engine::finish_put`].
-    pub async fn start_put(&self, link: usize, key: Bytes, value: &[u8]) -> Result<PendingPut> {
+    /// once (they take effect in the order sent). If the connection is down
+    /// or full it waits for it first. Finish with [`Engine::finish_put`].
+    pub async fn start_put<K: AsRef<[u8]>>(
+        &self,
+        partition: usize,
+        key: K,
+        value: &[u8],
+    ) -> Result<PendingPut<K>> {
         let inner = &self.inner;
-        let link = inner.prepare_write(link, &key, Some(value))?;
-        let call = submit_async(inner, link, || inner.client.put(link, &key, value)).await?;
+        let partition = inner.prepare_write(partition, key.as_ref(), Some(value))?;
+        let call = submit(inner, partition, WhenDown::Wait, || {
+            inner.client.put(partition, key.as_ref(), value)
+        })
+        .await?;
         Ok(PendingPut {
-            link,
+            partition,
             key,
             value_len: value.len(),
             call,
@@ -464,10 +469,14 @@ impl Engine {
     }
 
     /// Waits for a put's acknowledgement and records it in the index.
-    pub async fn finish_put(&self, pending: PendingPut) -> Result<()> {
+    pub async fn finish_put<K: AsRef<[u8]>>(&self, pending: PendingPut<K>) -> Result<()> {
         let ack = pending.call.wait().await?;
-        self.inner
-            .record_put(pending.link, &pending.key, pending.value_len, ack);
+        self.inner.record_put(
+            pending.partition,
+            pending.key.as_ref(),
+            pending.value_len,
+            ack,
+        );
         Ok(())
     }
 }

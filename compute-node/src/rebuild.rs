@@ -94,26 +94,26 @@ pub(crate) async fn rebuild_index(inner: &Arc<Inner>) -> Result<()> {
     Ok(())
 }
 
-/// After link `link` reconnects, pulls its partition's key log past the
+/// After the connection of `partition` comes back, pulls its key log past the
 /// highest sequence number acknowledged on it: a write whose
 /// acknowledgement was lost with the connection shows up now rather than at
 /// the next restart.
-pub(crate) fn spawn_tail_pull(inner: Arc<Inner>, link: usize) {
+pub(crate) fn spawn_tail_pull(inner: Arc<Inner>, partition: usize) {
     let handle = inner.handle.clone();
     handle.spawn(async move {
-        let from = inner.acked_seq[link].load(Ordering::Acquire) + 1;
-        match pull(&inner, link, from).await {
+        let from = inner.acked_seq[partition].load(Ordering::Acquire) + 1;
+        match pull(&inner, partition, from).await {
             Ok(merged) => {
                 inner.counters.tail_pulls.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(
-                    link,
+                    partition,
                     from_seq = from,
                     max_seq = merged.max_seq,
                     "pulled the key-log tail after reconnecting"
                 );
             }
             Err(e) => tracing::warn!(
-                link,
+                partition,
                 "pulling the key-log tail after reconnecting failed: {e}"
             ),
         }

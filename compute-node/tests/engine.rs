@@ -4,11 +4,12 @@ mod support;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use compute_node::{Engine, EngineError};
 use splitkv_common::client::ClientError;
+use splitkv_common::message::WireError;
 use support::{StorageNode, value_for};
 
 #[test]
@@ -80,17 +81,20 @@ fn batches_are_one_round_trip_and_one_unit() {
 fn limits_are_checked_with_clear_errors() {
     let node = StorageNode::start(2);
     let engine = node.connect();
-    assert!(matches!(engine.put(b"", b"v"), Err(EngineError::EmptyKey)));
+    assert!(matches!(
+        engine.put(b"", b"v"),
+        Err(EngineError::Invalid(WireError::EmptyKey))
+    ));
     let err = engine.put(&[0u8; 1025], b"v").expect_err("key too long");
     assert!(
-        matches!(err, EngineError::TooLarge { what: "key", .. }),
+        matches!(err, EngineError::Invalid(WireError::TooLarge { ref what, .. }) if what == "key"),
         "{err}"
     );
     let err = engine
         .put(b"k", &vec![0u8; (16 << 20) + 1])
         .expect_err("value too long");
     assert!(
-        matches!(err, EngineError::TooLarge { what: "value", .. }),
+        matches!(err, EngineError::Invalid(WireError::TooLarge { ref what, .. }) if what == "value"),
         "{err}"
     );
     assert_eq!(engine.len(), 0);
@@ -102,14 +106,14 @@ fn writes_over_the_storage_nodes_limits_are_refused_without_losing_the_link() {
     // configured for more, and adopts the node's limit when it connects.
     let node = StorageNode::start_with_value_limit(2, 64 << 10);
     let mut config = node.engine_config();
-    config.max_value_bytes = 1 << 20;
+    config.limits.max_value_bytes = 1 << 20;
     let engine = Engine::connect(config).expect("connect");
 
     let err = engine
         .put_on(0, b"big", &vec![1u8; 100 << 10])
         .expect_err("a value over the node's limit");
     assert!(
-        matches!(err, EngineError::TooLarge { what: "value", .. }),
+        matches!(err, EngineError::Invalid(WireError::TooLarge { ref what, .. }) if what == "value"),
         "{err}"
     );
     // Each value fits, the batch as one frame does not: refused before it
@@ -120,7 +124,10 @@ fn writes_over_the_storage_nodes_limits_are_refused_without_losing_the_link() {
         .put_many_on(0, &items)
         .expect_err("a batch over the frame limit");
     assert!(
-        matches!(err, EngineError::Storage(ClientError::TooLarge { .. })),
+        matches!(
+            err,
+            EngineError::Storage(ClientError::Invalid(WireError::TooLarge { .. }))
+        ),
         "{err}"
     );
 
@@ -276,60 +283,116 @@ fn windows_never_serve_an_overwritten_or_deleted_value() {
     }
 }
 
+/// What a writer of the restart test saw of one put.
+struct PutOutcome {
+    writer: usize,
+    /// The test's phase when the put was sent and when it returned.
+    sent_in: u8,
+    done_in: u8,
+    result: Result<(), EngineError>,
+}
+
+/// Phases of the restart test.
+const SERVING: u8 = 0;
+const KILLED: u8 = 1;
+const RESUMED: u8 = 2;
+
 #[test]
-fn a_storage_node_restart_under_load_fails_requests_then_recovers() {
+fn a_storage_node_killed_under_load_fails_requests_in_flight_then_recovers() {
+    const WRITERS: usize = 4;
     let mut node = StorageNode::start(4);
-    let engine = Arc::new(node.connect());
+    let mut config = node.engine_config();
+    config.request_timeout_ms = 1_000;
+    let engine = Arc::new(Engine::connect(config).expect("connect"));
+    let phase = Arc::new(AtomicU8::new(SERVING));
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..4usize)
+    let (outcomes, seen) = std::sync::mpsc::sync_channel::<PutOutcome>(1024);
+    let writers: Vec<_> = (0..WRITERS)
         .map(|t| {
             let engine = Arc::clone(&engine);
+            let phase = Arc::clone(&phase);
             let stop = Arc::clone(&stop);
+            let outcomes = outcomes.clone();
             std::thread::spawn(move || {
                 let mut acked = HashMap::new();
                 let mut uncertain = HashMap::new();
                 let mut longest = Duration::ZERO;
                 let mut i = 0u64;
-                while !stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::SeqCst) {
                     let key = format!("t{t}-{}", i % 200).into_bytes();
                     let value = value_for(&key, i, 512);
+                    let sent_in = phase.load(Ordering::SeqCst);
                     let started = Instant::now();
-                    match engine.put_on(t, &key, &value) {
-                        Ok(()) => {
-                            acked.insert(key.clone(), value);
-                            uncertain.remove(&key);
-                        }
-                        Err(_) => {
-                            uncertain.insert(key, value);
-                        }
-                    }
+                    let result = engine.put_on(t, &key, &value);
                     longest = longest.max(started.elapsed());
+                    let done_in = phase.load(Ordering::SeqCst);
+                    if result.is_ok() {
+                        acked.insert(key.clone(), value);
+                        uncertain.remove(&key);
+                    } else {
+                        uncertain.insert(key, value);
+                    }
+                    // The test stops reading once it has seen what it waits
+                    // for; the writers then only wait for `stop`.
+                    let _ = outcomes.try_send(PutOutcome {
+                        writer: t,
+                        sent_in,
+                        done_in,
+                        result,
+                    });
                     i += 1;
                 }
                 (acked, uncertain, longest)
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
-    node.stop();
-    std::thread::sleep(Duration::from_millis(500));
-    let back = Instant::now();
-    node.resume();
-    // Puts succeed again within 10 s of the node being back.
-    let mut recovered = false;
-    while back.elapsed() < Duration::from_secs(10) {
-        if engine.put_on(0, b"probe", b"after restart").is_ok() {
-            recovered = true;
-            break;
+    drop(outcomes);
+    // Waits until `done` has held for every writer, or fails after `within`.
+    let wait_for_each = |what: &str, within: Duration, done: &dyn Fn(&PutOutcome) -> bool| {
+        let deadline = Instant::now() + within;
+        let mut pending: std::collections::HashSet<usize> = (0..WRITERS).collect();
+        while !pending.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let outcome = seen.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("writers {pending:?} did not see {what} within {within:?}")
+            });
+            if done(&outcome) {
+                pending.remove(&outcome.writer);
+            }
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        recovered,
-        "puts did not succeed within 10 s of the storage node being back"
+    };
+
+    wait_for_each("an acknowledged put", Duration::from_secs(10), &|o| {
+        o.done_in == SERVING && o.result.is_ok()
+    });
+    node.kill();
+    phase.store(KILLED, Ordering::SeqCst);
+    // Every writer's put in flight at the kill, or sent after it, fails
+    // with an error (not a hang, not a success).
+    wait_for_each("a put fail after the kill", Duration::from_secs(10), &|o| {
+        if o.sent_in == KILLED && o.done_in == KILLED {
+            assert!(o.result.is_err(), "a put sent to a killed node succeeded");
+        }
+        match &o.result {
+            Err(EngineError::Storage(
+                ClientError::DeadlineExceeded { .. }
+                | ClientError::ConnectionLost { .. }
+                | ClientError::Unavailable { .. },
+            )) => o.done_in == KILLED,
+            Err(other) => panic!("a put failed with an unexpected error: {other}"),
+            Ok(()) => false,
+        }
+    });
+    phase.store(RESUMED, Ordering::SeqCst);
+    node.resume();
+    // Every writer's puts succeed again once the node is back.
+    wait_for_each(
+        "a put succeed after the restart",
+        Duration::from_secs(20),
+        &|o| o.sent_in == RESUMED && o.result.is_ok(),
     );
-    std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::Relaxed);
+    stop.store(true, Ordering::SeqCst);
+    drop(seen);
     let mut acked = HashMap::new();
     let mut uncertain = HashMap::new();
     for writer in writers {
@@ -341,19 +404,14 @@ fn a_storage_node_restart_under_load_fails_requests_then_recovers() {
         acked.extend(a);
         uncertain.extend(u);
     }
-    assert!(!acked.is_empty());
-    assert!(
-        engine.stats().tail_pulls >= 1,
-        "the links reconnected and pulled their key-log tails"
-    );
-    // Every link lost its connection with the node and reconnected once:
-    // wait until each has pulled its key-log tail, then compare the running
-    // engine with a fresh one.
+    // Every connection was lost and reconnected: wait until each has
+    // pulled its key-log tail, then compare the running engine with a
+    // fresh one.
     let deadline = Instant::now() + Duration::from_secs(30);
     while engine.stats().tail_pulls < node.partitions as u64 {
         assert!(
             Instant::now() < deadline,
-            "only {} of {} links pulled their key-log tails within 30 s",
+            "only {} of {} connections pulled their key-log tails within 30 s",
             engine.stats().tail_pulls,
             node.partitions
         );
@@ -377,4 +435,34 @@ fn a_storage_node_restart_under_load_fails_requests_then_recovers() {
             String::from_utf8_lossy(key)
         );
     }
+}
+
+#[test]
+fn writers_past_the_connections_bound_wait_for_room_instead_of_failing() {
+    let node = StorageNode::start(2);
+    let mut config = node.engine_config();
+    config.max_in_flight_requests = 1;
+    let engine = Arc::new(Engine::connect(config).expect("connect"));
+    let writers: Vec<_> = (0..8u64)
+        .map(|t| {
+            let engine = Arc::clone(&engine);
+            std::thread::spawn(move || {
+                for i in 0..200u64 {
+                    let key = format!("w{t}-{i}").into_bytes();
+                    engine
+                        .put_on(0, &key, &value_for(&key, 0, 256))
+                        .expect("a put waits for room on the full connection");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().expect("writer");
+    }
+    assert_eq!(engine.len(), 8 * 200);
+    let key = b"w7-199";
+    assert_eq!(
+        engine.get(key).expect("get").as_deref(),
+        Some(&value_for(key, 0, 256)[..])
+    );
 }

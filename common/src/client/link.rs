@@ -5,15 +5,16 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::futures::Notified;
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::call::{Outcome, Reply};
-use super::{ClientError, Shared, Welcome};
+use super::{ClientError, ClientState, LinkEvent, Welcome};
 use crate::frame::FrameDecoder;
 use crate::message::{
     self, Hello, PROTOCOL_VERSION, Request, RequestBody, ResponseBody, Role, WireError,
@@ -39,7 +40,8 @@ pub(crate) fn encode_frame<T: serde::Serialize>(meta: &T, parts: &[&[u8]]) -> By
     SCRATCH.with(|scratch| message::encode_parts(&mut scratch.borrow_mut(), meta, parts))
 }
 
-struct Pending {
+/// A request waiting for its answer, until its deadline.
+struct WaitingRequest {
     tx: oneshot::Sender<Outcome>,
     deadline: Instant,
 }
@@ -48,16 +50,78 @@ struct Pending {
 /// every request gets the same timeout, so the oldest deadline is first.
 #[derive(Default)]
 struct Waiting {
-    by_id: BTreeMap<u64, Pending>,
+    by_id: BTreeMap<u64, WaitingRequest>,
     /// Set (under the same lock) when the connection is lost: from then on
     /// nothing is registered, so no request can be left behind unanswered.
     closed: bool,
 }
 
+/// The bytes queued in a connection's outbox and who waits for room
+/// there, shared by the connection and its writer task.
+#[derive(Default)]
+struct Room {
+    /// Bytes handed to the outbox and not yet written to the stream.
+    queued_bytes: AtomicUsize,
+    /// The largest frame refused for want of bytes since the outbox last
+    /// drained: room is room for it.
+    wanted_bytes: AtomicUsize,
+    /// Callers in [`Live::wait_for_room`]; room is announced only when
+    /// there are some.
+    waiters: AtomicUsize,
+    made: Notify,
+}
+
+impl Room {
+    /// Returns `len` queued bytes (written, or never queued) and wakes who
+    /// waits for room.
+    fn release_bytes(&self, len: usize) {
+        if self.queued_bytes.fetch_sub(len, Ordering::SeqCst) == len {
+            self.wanted_bytes.store(0, Ordering::SeqCst);
+        }
+        self.announce();
+    }
+
+    /// True if a frame of the largest size refused so far would be queued.
+    fn has_room_for_bytes(&self, outbox_bytes: usize) -> bool {
+        let queued = self.queued_bytes.load(Ordering::SeqCst);
+        let wanted = self.wanted_bytes.load(Ordering::SeqCst).max(1);
+        queued == 0 || queued + wanted <= outbox_bytes
+    }
+
+    /// Wakes who waits for room, if anyone does.
+    fn announce(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.made.notify_waiters();
+        }
+    }
+}
+
+/// Counts a caller in [`Room::waiters`] while it waits, also when its wait
+/// is cancelled.
+struct RoomWaiter<'a>(&'a Room);
+
+impl<'a> RoomWaiter<'a> {
+    fn new(room: &'a Room) -> Self {
+        room.waiters.fetch_add(1, Ordering::SeqCst);
+        Self(room)
+    }
+}
+
+impl Drop for RoomWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// A connection that is up, with the tasks serving its control stream.
 pub(crate) struct Live {
     pub(crate) conn: quinn::Connection,
-    outbox: mpsc::UnboundedSender<Bytes>,
+    /// Frames for the writer task; at most `max_in_flight_requests` frames
+    /// and, through `room`, `outbox_bytes` bytes.
+    outbox: mpsc::Sender<Bytes>,
+    outbox_bytes: usize,
+    max_in_flight_requests: usize,
+    room: Arc<Room>,
     waiting: Mutex<Waiting>,
     /// Mirrors `waiting.closed`, for checks that need no lock.
     dead: AtomicBool,
@@ -72,70 +136,159 @@ impl Live {
             self.dead.store(true, Ordering::Release);
             std::mem::take(&mut waiting.by_id)
         };
+        self.room.announce();
         for pending in drained.into_values() {
             let _ = pending.tx.send(Err(err.clone()));
         }
     }
 
-    /// Fails the requests whose deadline has passed, and then closes the
-    /// connection: a storage node that answers nothing within the deadline
-    /// may be gone (killed, or restarted at another address), and the link
-    /// reconnects, resolving the address again, rather than waiting for the
-    /// idle timeout.
+    /// Fails each request whose deadline has passed with
+    /// [`ClientError::DeadlineExceeded`], alone: the connection and the
+    /// other requests on it carry on. (A peer that is gone is noticed by
+    /// QUIC's idle timeout, which keep-alives hold off while it answers.)
     pub(crate) fn expire(&self, now: Instant, timeout: Duration) {
-        let mut waiting = self.waiting.lock();
-        let mut any = false;
-        while let Some(entry) = waiting.by_id.first_entry() {
-            if entry.get().deadline > now {
-                break;
+        let mut expired = Vec::new();
+        {
+            let mut waiting = self.waiting.lock();
+            while let Some(entry) = waiting.by_id.first_entry() {
+                if entry.get().deadline > now {
+                    break;
+                }
+                expired.push(entry.remove());
             }
-            let _ = entry.remove().tx.send(Err(ClientError::DeadlineExceeded {
-                after_ms: timeout.as_millis() as u64,
-            }));
-            any = true;
         }
-        drop(waiting);
-        if any {
-            self.conn.close(0u32.into(), b"request deadline passed");
+        if expired.is_empty() {
+            return;
+        }
+        self.room.announce();
+        let after_ms = timeout.as_millis() as u64;
+        for pending in expired {
+            let _ = pending
+                .tx
+                .send(Err(ClientError::DeadlineExceeded { after_ms }));
         }
     }
 
     /// Registers request `id` and queues its frame. Either the request is
     /// registered before the connection is declared lost (and is then
     /// answered, failed with the loss, or failed at its deadline), or it is
-    /// refused here.
+    /// refused here: [`ClientError::Busy`] when the connection holds
+    /// `max_in_flight_requests` requests or `outbox_bytes` queued bytes
+    /// already, [`ClientError::ConnectionLost`] when it is closing.
     pub(crate) fn send(
         &self,
+        partition: usize,
         id: u64,
         frame: Bytes,
         deadline: Instant,
     ) -> Result<oneshot::Receiver<Outcome>, ClientError> {
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut waiting = self.waiting.lock();
-            if waiting.closed {
-                return Err(ClientError::ConnectionLost {
-                    reason: "the connection is closing".into(),
-                });
-            }
-            waiting.by_id.insert(id, Pending { tx, deadline });
-        }
-        if self.outbox.send(frame).is_err() {
-            self.waiting.lock().by_id.remove(&id);
-            return Err(ClientError::ConnectionLost {
-                reason: "the connection's writer stopped".into(),
+        let len = frame.len();
+        let queued = self.room.queued_bytes.fetch_add(len, Ordering::SeqCst);
+        if queued > 0 && queued + len > self.outbox_bytes {
+            self.room.wanted_bytes.fetch_max(len, Ordering::SeqCst);
+            self.room.release_bytes(len);
+            return Err(ClientError::Busy {
+                partition,
+                full: "outbox_bytes",
             });
         }
-        Ok(rx)
+        let (tx, rx) = oneshot::channel();
+        let refused = {
+            let mut waiting = self.waiting.lock();
+            if waiting.closed {
+                Some(ClientError::ConnectionLost {
+                    reason: "the connection is closing".into(),
+                })
+            } else if waiting.by_id.len() >= self.max_in_flight_requests {
+                Some(ClientError::Busy {
+                    partition,
+                    full: "max_in_flight_requests",
+                })
+            } else {
+                waiting.by_id.insert(id, WaitingRequest { tx, deadline });
+                None
+            }
+        };
+        if let Some(refused) = refused {
+            self.room.release_bytes(len);
+            return Err(refused);
+        }
+        let refused = match self.outbox.try_send(frame) {
+            Ok(()) => return Ok(rx),
+            // Frames of requests that passed their deadline before being
+            // written still fill the outbox.
+            Err(mpsc::error::TrySendError::Full(_)) => ClientError::Busy {
+                partition,
+                full: "max_in_flight_requests",
+            },
+            Err(mpsc::error::TrySendError::Closed(_)) => ClientError::ConnectionLost {
+                reason: "the connection's writer stopped".into(),
+            },
+        };
+        self.waiting.lock().by_id.remove(&id);
+        self.room.release_bytes(len);
+        Err(refused)
+    }
+
+    /// Requests registered and not yet answered, failed or expired.
+    #[cfg(test)]
+    pub(crate) fn waiting_requests(&self) -> usize {
+        self.waiting.lock().by_id.len()
+    }
+
+    /// Bytes queued to send and not yet written.
+    #[cfg(test)]
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.room.queued_bytes.load(Ordering::SeqCst)
+    }
+
+    /// True if one more request would be taken, as large as any refused
+    /// for want of bytes (or the connection is lost, which sending
+    /// reports).
+    fn has_room(&self) -> bool {
+        let waiting = self.waiting.lock();
+        waiting.closed
+            || (waiting.by_id.len() < self.max_in_flight_requests
+                && self.outbox.capacity() > 0
+                && self.room.has_room_for_bytes(self.outbox_bytes))
+    }
+
+    /// The setting whose bound keeps a request out: what a
+    /// [`ClientError::Busy`] names.
+    pub(crate) fn full_bound(&self) -> &'static str {
+        let in_flight = self.waiting.lock().by_id.len();
+        if in_flight >= self.max_in_flight_requests || self.outbox.capacity() == 0 {
+            "max_in_flight_requests"
+        } else {
+            "outbox_bytes"
+        }
+    }
+
+    /// Waits until [`Live::has_room`].
+    pub(crate) async fn wait_for_room(&self) {
+        let _counted = RoomWaiter::new(&self.room);
+        loop {
+            let made = self.room.made.notified();
+            tokio::pin!(made);
+            made.as_mut().enable();
+            if self.has_room() {
+                return;
+            }
+            made.await;
+        }
     }
 }
 
-/// One of the client's persistent connections.
+/// One of the client's persistent connections: the connection of one
+/// partition, replaced by a new one each time it is re-established.
 pub(crate) struct Link {
     live: Mutex<Option<Arc<Live>>>,
     /// Incremented each time the link comes up again after a loss.
     pub(crate) generation: AtomicU64,
     reconnecting: AtomicBool,
+    /// Wakes who waits for the link to come up (or to learn that it
+    /// never will: fenced, or the client closed).
+    changed: Notify,
 }
 
 impl Link {
@@ -144,6 +297,7 @@ impl Link {
             live: Mutex::new(Some(live)),
             generation: AtomicU64::new(0),
             reconnecting: AtomicBool::new(false),
+            changed: Notify::new(),
         }
     }
 
@@ -160,21 +314,33 @@ impl Link {
         self.live().is_some()
     }
 
+    /// A notification of the next change of the link's state; enable it
+    /// before looking at the state.
+    pub(crate) fn changed(&self) -> Notified<'_> {
+        self.changed.notified()
+    }
+
+    /// Wakes every caller waiting in [`Link::changed`].
+    pub(crate) fn wake_waiters(&self) {
+        self.changed.notify_waiters();
+    }
+
     /// Closes the connection (on client shutdown).
     pub(crate) fn close(&self) {
         if let Some(live) = self.live.lock().take() {
             live.conn.close(0u32.into(), b"client closing");
             live.fail_all(&ClientError::ShutDown);
         }
+        self.wake_waiters();
     }
 }
 
 /// The role a link presents in its `Hello`.
-fn role_for(shared: &Shared, index: usize) -> Role {
-    if shared.config.writer {
+fn role_for(state: &ClientState, partition: usize) -> Role {
+    if state.config.writer {
         Role::Writer {
-            partition: index as u32,
-            epoch: shared.epoch_for_hello(),
+            partition: partition as u32,
+            epoch: state.epoch_for_hello(),
         }
     } else {
         Role::Reader
@@ -184,40 +350,40 @@ fn role_for(shared: &Shared, index: usize) -> Role {
 /// Opens a connection, runs the handshake, and starts the tasks that serve
 /// its control stream.
 pub(crate) async fn establish(
-    shared: &Arc<Shared>,
-    index: usize,
+    state: &Arc<ClientState>,
+    partition: usize,
 ) -> Result<(Arc<Live>, Welcome), ClientError> {
-    let connect_timeout = Duration::from_millis(shared.config.connect_timeout_ms);
+    let connect_timeout = Duration::from_millis(state.config.connect_timeout_ms);
     let attempt = async {
-        let addr = shared.resolve().await?;
-        let connecting = shared
+        let addr = state.resolve().await?;
+        let connecting = state
             .endpoint
-            .connect_with(shared.quic.clone(), addr, &shared.server_name)
+            .connect_with(state.quic.clone(), addr, &state.server_name)
             .map_err(|e| ClientError::Connect {
-                server: shared.config.server.clone(),
+                server: state.config.server.clone(),
                 reason: e.to_string(),
             })?;
-        let conn = connecting.await.map_err(|e| connection_error(shared, &e))?;
+        let conn = connecting.await.map_err(|e| connection_error(state, &e))?;
         let (mut send, mut recv) = conn
             .open_bi()
             .await
-            .map_err(|e| connection_error(shared, &e))?;
+            .map_err(|e| connection_error(state, &e))?;
         let hello = Request {
             id: 0,
             body: RequestBody::Hello(Hello {
                 protocol: PROTOCOL_VERSION,
-                role: role_for(shared, index),
+                role: role_for(state, partition),
             }),
         };
         send.write_all(&encode_frame(&hello, &[]))
             .await
-            .map_err(|e| write_error(shared, e))?;
-        let mut decoder = FrameDecoder::trusting(shared.response_limit_bytes);
+            .map_err(|e| write_error(state, e))?;
+        let mut decoder = FrameDecoder::trusting(state.response_limit_bytes);
         let welcome = loop {
             let chunk = recv
                 .read_chunk(1 << 20, true)
                 .await
-                .map_err(|e| read_error(shared, e))?
+                .map_err(|e| read_error(state, e))?
                 .ok_or_else(|| {
                     ClientError::Protocol(
                         "the storage node closed the stream during the handshake".into(),
@@ -253,17 +419,22 @@ pub(crate) async fn establish(
                 }
             }
         };
-        let (outbox, rx) = mpsc::unbounded_channel();
+        let max_in_flight_requests = state.config.max_in_flight_requests.max(1);
+        let (outbox, rx) = mpsc::channel(max_in_flight_requests);
+        let room = Arc::new(Room::default());
         let live = Arc::new(Live {
             conn: conn.clone(),
             outbox,
+            outbox_bytes: state.config.outbox_bytes,
+            max_in_flight_requests,
+            room: Arc::clone(&room),
             waiting: Mutex::new(Waiting::default()),
             dead: AtomicBool::new(false),
         });
-        tokio::spawn(write_loop(send, rx));
+        tokio::spawn(write_loop(send, rx, room));
         tokio::spawn(read_loop(
-            Arc::clone(shared),
-            index,
+            Arc::clone(state),
+            partition,
             Arc::clone(&live),
             recv,
             decoder,
@@ -274,17 +445,21 @@ pub(crate) async fn establish(
         .await
         .unwrap_or_else(|_| {
             Err(ClientError::Connect {
-                server: shared.config.server.clone(),
+                server: state.config.server.clone(),
                 reason: format!("no answer within {} ms", connect_timeout.as_millis()),
             })
         })
 }
 
-/// Sends queued frames, several per write when they pile up.
-async fn write_loop(mut send: quinn::SendStream, mut rx: mpsc::UnboundedReceiver<Bytes>) {
+/// Sends queued frames, several per write when they pile up, and gives
+/// their bytes back to the outbox once written.
+async fn write_loop(mut send: quinn::SendStream, mut rx: mpsc::Receiver<Bytes>, room: Arc<Room>) {
     let mut batch = Vec::with_capacity(64);
     while rx.recv_many(&mut batch, 64).await > 0 {
-        if send.write_all_chunks(&mut batch).await.is_err() {
+        let len = batch.iter().map(Bytes::len).sum();
+        let written = send.write_all_chunks(&mut batch).await;
+        room.release_bytes(len);
+        if written.is_err() {
             return;
         }
         batch.clear();
@@ -295,8 +470,8 @@ async fn write_loop(mut send: quinn::SendStream, mut rx: mpsc::UnboundedReceiver
 /// Delivers responses to their requests until the stream ends, then fails
 /// whatever is still waiting and starts reconnecting.
 async fn read_loop(
-    shared: Arc<Shared>,
-    index: usize,
+    state: Arc<ClientState>,
+    partition: usize,
     live: Arc<Live>,
     mut recv: quinn::RecvStream,
     mut decoder: FrameDecoder,
@@ -306,7 +481,7 @@ async fn read_loop(
             Ok(Some(chunk)) => chunk,
             Ok(None) => break "the storage node closed the control stream".to_string(),
             Err(e) => {
-                break match read_error(&shared, e) {
+                break match read_error(&state, e) {
                     ClientError::ConnectionLost { reason } => reason,
                     other => other.to_string(),
                 };
@@ -322,6 +497,7 @@ async fn read_loop(
                     Ok(response) => {
                         let waiting = live.waiting.lock().by_id.remove(&response.id);
                         if let Some(waiting) = waiting {
+                            live.room.announce();
                             let outcome = response.body.map(|body| Reply {
                                 body,
                                 blob: frame.blob,
@@ -346,25 +522,35 @@ async fn read_loop(
         }
     };
     live.conn.close(0u32.into(), b"control stream ended");
-    if shared.closing.load(Ordering::Acquire) {
+    if state.closing.load(Ordering::Acquire) {
         live.fail_all(&ClientError::ShutDown);
         return;
     }
     tracing::warn!(
-        link = index,
+        partition,
         "lost the connection to the storage node ({reason}); reconnecting"
     );
     live.fail_all(&ClientError::ConnectionLost { reason });
-    start_reconnect(shared, index);
+    tell(&state, LinkEvent::Down { partition }).await;
+    start_reconnect(state, partition);
 }
 
-/// Reconnects link `index` in the background with exponential backoff
-/// (50 ms doubling to 2 s) until it succeeds, the writer is fenced, or the
-/// client closes.
-pub(crate) fn start_reconnect(shared: Arc<Shared>, index: usize) {
+/// Sends `event` to the caller's channel, if it gave one, waiting while
+/// the channel is full.
+async fn tell(state: &ClientState, event: LinkEvent) {
+    if let Some(events) = &state.config.link_events {
+        // A caller that dropped its receiver wants no more events.
+        let _ = events.send(event).await;
+    }
+}
+
+/// Reconnects the link of `partition` in the background with exponential
+/// backoff (50 ms doubling to 2 s) until it succeeds, the writer is fenced,
+/// or the client closes.
+pub(crate) fn start_reconnect(state: Arc<ClientState>, partition: usize) {
     // Before the client has all its links (while connecting), there is
     // nothing to reconnect yet: `connect` starts it once they are in place.
-    let Some(link) = shared.links().get(index).cloned() else {
+    let Some(link) = state.links().get(partition).cloned() else {
         return;
     };
     if link.reconnecting.swap(true, Ordering::AcqRel) {
@@ -372,46 +558,63 @@ pub(crate) fn start_reconnect(shared: Arc<Shared>, index: usize) {
     }
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(50);
+        let mut reconnected = None;
         loop {
-            if shared.closing.load(Ordering::Acquire) {
+            if state.closing.load(Ordering::Acquire) {
                 break;
             }
             tokio::time::sleep(backoff).await;
-            match establish(&shared, index).await {
+            match establish(&state, partition).await {
                 Ok((live, welcome)) => {
-                    *link.live.lock() = Some(live);
-                    link.generation.fetch_add(1, Ordering::AcqRel);
+                    *link.live.lock() = Some(Arc::clone(&live));
+                    let generation = link.generation.fetch_add(1, Ordering::AcqRel) + 1;
+                    link.wake_waiters();
                     tracing::info!(
-                        link = index,
+                        partition,
                         epoch = welcome.epoch,
+                        generation,
                         "reconnected to the storage node"
                     );
-                    if let Some(hook) = &shared.config.on_reconnect {
-                        hook(index);
-                    }
+                    reconnected = Some((live, generation));
                     break;
                 }
                 Err(ClientError::Storage(WireError::Fenced { yours, current })) => {
                     tracing::error!(
-                        link = index,
+                        partition,
                         "fenced by a newer writer (epoch {current} > {yours}); not reconnecting"
                     );
-                    shared.fenced.store(true, Ordering::Release);
+                    state.fence(current);
                     break;
                 }
                 Err(e) => {
-                    tracing::debug!(link = index, "reconnect failed: {e}");
+                    tracing::debug!(partition, "reconnect failed: {e}");
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
             }
         }
+        if let Some((_, generation)) = &reconnected {
+            tell(
+                &state,
+                LinkEvent::Reconnected {
+                    partition,
+                    generation: *generation,
+                },
+            )
+            .await;
+        }
         link.reconnecting.store(false, Ordering::Release);
+        link.wake_waiters();
+        // A loss of the new connection before the flag was cleared found a
+        // reconnection under way; start the next one here.
+        if reconnected.is_some_and(|(live, _)| live.dead.load(Ordering::Acquire)) {
+            start_reconnect(state, partition);
+        }
     });
 }
 
 /// Classifies a connection failure; a refusal of our certificate gets a
 /// message that says so.
-pub(crate) fn connection_error(shared: &Shared, e: &quinn::ConnectionError) -> ClientError {
+pub(crate) fn connection_error(state: &ClientState, e: &quinn::ConnectionError) -> ClientError {
     let refusal = match e {
         quinn::ConnectionError::ConnectionClosed(close) if is_tls_alert(close.error_code) => {
             Some(String::from_utf8_lossy(&close.reason).into_owned())
@@ -421,7 +624,7 @@ pub(crate) fn connection_error(shared: &Shared, e: &quinn::ConnectionError) -> C
     };
     match refusal {
         Some(reason) => ClientError::Refused {
-            server: shared.config.server.clone(),
+            server: state.config.server.clone(),
             reason,
         },
         None => ClientError::ConnectionLost {
@@ -436,18 +639,18 @@ fn is_tls_alert(code: quinn::TransportErrorCode) -> bool {
     (0x100..0x200).contains(&u64::from(code))
 }
 
-pub(crate) fn read_error(shared: &Shared, e: quinn::ReadError) -> ClientError {
+pub(crate) fn read_error(state: &ClientState, e: quinn::ReadError) -> ClientError {
     match e {
-        quinn::ReadError::ConnectionLost(c) => connection_error(shared, &c),
+        quinn::ReadError::ConnectionLost(c) => connection_error(state, &c),
         other => ClientError::ConnectionLost {
             reason: other.to_string(),
         },
     }
 }
 
-pub(crate) fn write_error(shared: &Shared, e: quinn::WriteError) -> ClientError {
+pub(crate) fn write_error(state: &ClientState, e: quinn::WriteError) -> ClientError {
     match e {
-        quinn::WriteError::ConnectionLost(c) => connection_error(shared, &c),
+        quinn::WriteError::ConnectionLost(c) => connection_error(state, &c),
         other => ClientError::ConnectionLost {
             reason: other.to_string(),
         },

@@ -4,10 +4,20 @@
 //! plus a stream of its own for each bulk transfer.
 //!
 //! Requests return a [`Call`], which can be awaited or waited for from a
-//! plain thread. Every request has a deadline. When a connection drops,
-//! the requests waiting on it fail at once and the link reconnects in the
-//! background with backoff, presenting the same writer epoch; a newer
-//! writer fences this one for good.
+//! plain thread. Every request has a deadline; a request that passes it
+//! fails alone, and its connection stays up. A connection is given up only
+//! when the peer is gone (its control stream ends, or QUIC's idle timeout
+//! fires despite keep-alives): then the requests waiting on it fail at once
+//! and the link reconnects in the background with backoff, presenting the
+//! same writer epoch; a newer writer fences this one for good. What
+//! happens to the links is told as [`LinkEvent`]s on the channel the
+//! caller hands over in [`ClientConfig::link_events`].
+//!
+//! Each connection holds at most [`ClientConfig::max_in_flight_requests`]
+//! requests waiting for answers and [`ClientConfig::outbox_bytes`] bytes
+//! waiting to be sent; a request that finds either full is refused with
+//! [`ClientError::Busy`] before anything is sent, and
+//! [`StorageClient::wait_for_room`] waits until it would fit.
 
 mod call;
 mod link;
@@ -19,12 +29,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use thiserror::Error;
+use tokio::sync::mpsc;
 
 pub use call::Call;
 use call::{Reply, unexpected};
 use link::{Link, encode_frame};
 
 use crate::frame::{self, FrameDecoder};
+use crate::limits::Limits;
 use crate::message::{self, Request, RequestBody, ResponseBody, StatsReport, WireError, WriteAck};
 use crate::tls::NodeIdentity;
 use crate::transport::TransportSettings;
@@ -49,9 +61,17 @@ pub enum ClientError {
         /// The TLS alert or reason given.
         reason: String,
     },
-    /// The storage node answered with an error.
+    /// The storage node answered with an error, or said so earlier: a
+    /// writer fenced while reconnecting fails every later write with the
+    /// [`WireError::Fenced`] it was given.
     #[error("{0}")]
     Storage(WireError),
+    /// Refused here, before sending, with the error the storage node
+    /// would have answered (a key, value or request over the node's
+    /// limits; a request too large for one frame would cost the whole
+    /// connection).
+    #[error("{0}")]
+    Invalid(WireError),
     /// The connection dropped while the request was in flight; it may or may
     /// not have been carried out.
     #[error("connection to the storage node lost: {reason}")]
@@ -59,11 +79,23 @@ pub enum ClientError {
         /// Why.
         reason: String,
     },
-    /// The connection is down and being re-established.
-    #[error("connection {link} to the storage node is down; reconnecting")]
+    /// The connection of a partition is down and being re-established;
+    /// nothing was sent.
+    #[error("the connection of partition {partition} to the storage node is down; reconnecting")]
     Unavailable {
-        /// The link.
-        link: usize,
+        /// The partition.
+        partition: usize,
+    },
+    /// The connection of a partition has as many requests waiting as it
+    /// holds ([`ClientConfig::max_in_flight_requests`]) or as many bytes
+    /// queued to send ([`ClientConfig::outbox_bytes`]); nothing was sent.
+    /// [`StorageClient::wait_for_room`] waits until a request would fit.
+    #[error("the connection of partition {partition} is full ({full}); the request was not sent")]
+    Busy {
+        /// The partition.
+        partition: usize,
+        /// Which bound was reached.
+        full: &'static str,
     },
     /// No response within the request deadline; the request may or may not
     /// have been carried out.
@@ -72,29 +104,45 @@ pub enum ClientError {
         /// The deadline.
         after_ms: u64,
     },
-    /// A newer writer has taken over; this client may only read.
-    #[error("this writer was fenced by a newer one")]
-    Fenced,
     /// The storage node sent something this client cannot understand.
     #[error("protocol error: {0}")]
     Protocol(String),
     /// The client is closed.
     #[error("the storage client is closed")]
     ShutDown,
-    /// A request larger than the storage node accepts; it was not sent.
-    #[error("{what} is {len} bytes; the storage node accepts at most {max}")]
-    TooLarge {
-        /// What was too large.
-        what: &'static str,
-        /// Its size.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
 }
 
-/// Called with a link's index each time it reconnects.
-pub type ReconnectHook = Arc<dyn Fn(usize) + Send + Sync>;
+impl ClientError {
+    /// The wire error this failure carries: the storage node's answer, or
+    /// the refusal made here in its words.
+    pub fn wire(&self) -> Option<&WireError> {
+        match self {
+            Self::Storage(wire) | Self::Invalid(wire) => Some(wire),
+            _ => None,
+        }
+    }
+}
+
+/// What happened to the connection of a partition, told on
+/// [`ClientConfig::link_events`] in the order it happened to that
+/// connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// The connection was lost; the requests waiting on it have failed and
+    /// it is reconnecting.
+    Down {
+        /// The partition.
+        partition: usize,
+    },
+    /// The connection is up again; `generation` counts its reconnections
+    /// (1 after the first).
+    Reconnected {
+        /// The partition.
+        partition: usize,
+        /// Reconnections so far.
+        generation: u64,
+    },
+}
 
 /// How to reach a storage node.
 #[derive(Clone)]
@@ -118,9 +166,17 @@ pub struct ClientConfig {
     /// Range reads of up to [`crate::limits::MAX_RANGE_BYTES`] are accepted
     /// whatever this says.
     pub max_frame_bytes: usize,
-    /// Called after a link reconnects (for example to catch up on the
-    /// partition's key log).
-    pub on_reconnect: Option<ReconnectHook>,
+    /// Requests one connection holds waiting for their answers (or their
+    /// deadlines); one more is refused with [`ClientError::Busy`].
+    pub max_in_flight_requests: usize,
+    /// Bytes of encoded requests one connection holds queued to send; a
+    /// request that would pass it is refused with [`ClientError::Busy`]
+    /// (one request larger than this is sent when nothing else is queued).
+    pub outbox_bytes: usize,
+    /// Where to tell what happens to the connections (for example to catch
+    /// up on a partition's key log after a reconnection). The channel is the
+    /// caller's and bounded: a reconnection waits until its event fits.
+    pub link_events: Option<mpsc::Sender<LinkEvent>>,
 }
 
 impl ClientConfig {
@@ -137,10 +193,17 @@ impl ClientConfig {
                 crate::limits::DEFAULT_MAX_KEY_BYTES,
                 crate::limits::DEFAULT_MAX_VALUE_BYTES,
             ),
-            on_reconnect: None,
+            max_in_flight_requests: DEFAULT_MAX_IN_FLIGHT_REQUESTS,
+            outbox_bytes: DEFAULT_OUTBOX_BYTES,
+            link_events: None,
         }
     }
 }
+
+/// Default of [`ClientConfig::max_in_flight_requests`].
+pub const DEFAULT_MAX_IN_FLIGHT_REQUESTS: usize = 4096;
+/// Default of [`ClientConfig::outbox_bytes`]: 32 MiB.
+pub const DEFAULT_OUTBOX_BYTES: usize = 32 << 20;
 
 /// What the storage node said in its `Welcome`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,14 +220,16 @@ pub struct Welcome {
     pub io_engine: String,
 }
 
-/// State shared by the client and its links' tasks.
-pub(crate) struct Shared {
+/// What the client and its links' tasks share: the configuration, the
+/// endpoint, the writer epoch and the links.
+pub(crate) struct ClientState {
     config: ClientConfig,
     endpoint: quinn::Endpoint,
     quic: quinn::ClientConfig,
     server_name: String,
     epoch: AtomicU64,
-    fenced: AtomicBool,
+    /// The epoch that fenced this writer; 0 while it is not fenced.
+    fenced_by: AtomicU64,
     closing: AtomicBool,
     /// Longest response frame accepted: records and range reads.
     response_limit_bytes: usize,
@@ -175,9 +240,29 @@ pub(crate) struct Shared {
     bulk_buffers: parking_lot::Mutex<Vec<bytes::BytesMut>>,
 }
 
-impl Shared {
+impl ClientState {
     fn links(&self) -> &[Arc<Link>] {
         self.links.get().map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The error every write gets once a newer writer has fenced this one.
+    fn fenced(&self) -> Option<WireError> {
+        match self.fenced_by.load(Ordering::Acquire) {
+            0 => None,
+            current => Some(WireError::Fenced {
+                yours: self.epoch.load(Ordering::Acquire),
+                current,
+            }),
+        }
+    }
+
+    /// Records that epoch `current` fenced this writer, and wakes whoever
+    /// waits for a link.
+    fn fence(&self, current: u64) {
+        self.fenced_by.store(current.max(1), Ordering::Release);
+        for link in self.links() {
+            link.wake_waiters();
+        }
     }
 
     /// The epoch a link presents: none before the first link has one.
@@ -206,7 +291,7 @@ impl Shared {
 
 /// A connected client: one link per partition.
 pub struct StorageClient {
-    shared: Arc<Shared>,
+    state: Arc<ClientState>,
     welcome: Welcome,
     next_id: AtomicU64,
 }
@@ -248,7 +333,7 @@ impl StorageClient {
                     server: config.server.clone(),
                     reason: format!("cannot open a UDP socket: {e}"),
                 })?;
-        let shared = Arc::new(Shared {
+        let state = Arc::new(ClientState {
             response_limit_bytes: config
                 .max_frame_bytes
                 .max(message::max_frame_bytes(0, crate::limits::MAX_RANGE_BYTES)),
@@ -257,17 +342,17 @@ impl StorageClient {
             quic,
             server_name,
             epoch: AtomicU64::new(0),
-            fenced: AtomicBool::new(false),
+            fenced_by: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             links: OnceLock::new(),
             bulk_buffers: parking_lot::Mutex::new(Vec::new()),
         });
-        let (first, welcome) = link::establish(&shared, 0).await?;
-        shared.epoch.store(welcome.epoch, Ordering::Release);
+        let (first, welcome) = link::establish(&state, 0).await?;
+        state.epoch.store(welcome.epoch, Ordering::Release);
         let rest: Vec<_> = (1..welcome.partitions)
             .map(|i| {
-                let shared = Arc::clone(&shared);
-                tokio::spawn(async move { link::establish(&shared, i).await })
+                let state = Arc::clone(&state);
+                tokio::spawn(async move { link::establish(&state, i).await })
             })
             .collect();
         let mut links = vec![Arc::new(Link::new(first))];
@@ -278,7 +363,7 @@ impl StorageClient {
                 Ok(Err(e)) => failure = failure.or(Some(e)),
                 Err(e) => {
                     failure = failure.or(Some(ClientError::Connect {
-                        server: shared.config.server.clone(),
+                        server: state.config.server.clone(),
                         reason: format!("connection task failed: {e}"),
                     }))
                 }
@@ -286,23 +371,23 @@ impl StorageClient {
         }
         if let Some(e) = failure {
             // Close what did come up, so no connection outlives the error.
-            shared.closing.store(true, Ordering::Release);
+            state.closing.store(true, Ordering::Release);
             for link in &links {
                 link.close();
             }
             return Err(e);
         }
-        let _ = shared.links.set(links);
+        let _ = state.links.set(links);
         // A link lost while the others were still connecting found no link
         // to reconnect; start those now.
-        for (index, link) in shared.links().iter().enumerate() {
+        for (index, link) in state.links().iter().enumerate() {
             if !link.is_up() {
-                link::start_reconnect(Arc::clone(&shared), index);
+                link::start_reconnect(Arc::clone(&state), index);
             }
         }
-        spawn_sweeper(Arc::downgrade(&shared));
+        spawn_sweeper(Arc::downgrade(&state));
         Ok(Self {
-            shared,
+            state,
             welcome,
             next_id: AtomicU64::new(1),
         })
@@ -320,133 +405,145 @@ impl StorageClient {
 
     /// The writer epoch this client holds.
     pub fn epoch(&self) -> u64 {
-        self.shared.epoch.load(Ordering::Acquire)
+        self.state.epoch.load(Ordering::Acquire)
     }
 
     /// True once a newer writer has fenced this one.
     pub fn is_fenced(&self) -> bool {
-        self.shared.fenced.load(Ordering::Acquire)
+        self.state.fenced().is_some()
     }
 
-    /// True if link `link` is connected.
-    pub fn is_up(&self, link: usize) -> bool {
-        self.shared.links().get(link).is_some_and(|l| l.is_up())
+    /// True if the connection of `partition` is up.
+    pub fn is_up(&self, partition: usize) -> bool {
+        self.state.links().get(partition).is_some_and(|l| l.is_up())
     }
 
-    /// How many times link `link` has reconnected.
-    pub fn generation(&self, link: usize) -> u64 {
-        self.shared
+    /// How many times the connection of `partition` has reconnected.
+    pub fn generation(&self, partition: usize) -> u64 {
+        self.state
             .links()
-            .get(link)
+            .get(partition)
             .map_or(0, |l| l.generation.load(Ordering::Acquire))
     }
 
-    /// The datagram size MTU discovery has settled on for link `link`.
-    pub fn current_mtu(&self, link: usize) -> Option<u16> {
-        let live = self.shared.links().get(link)?.live()?;
+    /// The datagram size MTU discovery has settled on for the connection of
+    /// `partition`.
+    pub fn current_mtu(&self, partition: usize) -> Option<u16> {
+        let live = self.state.links().get(partition)?.live()?;
         Some(live.conn.stats().path.current_mtu)
     }
 
-    fn live(&self, link: usize) -> Result<Arc<link::Live>, ClientError> {
-        if self.shared.closing.load(Ordering::Acquire) {
+    fn link(&self, partition: usize) -> Result<&Arc<Link>, ClientError> {
+        if self.state.closing.load(Ordering::Acquire) {
             return Err(ClientError::ShutDown);
         }
-        let slot = self.shared.links().get(link).ok_or_else(|| {
-            ClientError::Storage(WireError::NoSuchPartition {
-                partition: link as u32,
+        self.state.links().get(partition).ok_or_else(|| {
+            ClientError::Invalid(WireError::NoSuchPartition {
+                partition: partition as u32,
                 count: self.partitions() as u32,
             })
-        })?;
-        slot.live().ok_or(ClientError::Unavailable { link })
+        })
+    }
+
+    fn live(&self, partition: usize) -> Result<Arc<link::Live>, ClientError> {
+        self.link(partition)?
+            .live()
+            .ok_or(ClientError::Unavailable { partition })
     }
 
     fn timeout(&self) -> Duration {
-        Duration::from_millis(self.shared.config.request_timeout_ms)
+        Duration::from_millis(self.state.config.request_timeout_ms)
     }
 
-    /// Sends a request on link `link`'s control stream, its blob the
-    /// concatenation of `blob`. A request the storage node would refuse as
-    /// too large a frame (which would cost the whole connection) is refused
-    /// here and not sent.
+    /// The limits the storage node announced.
+    fn node_limits(&self) -> Limits {
+        Limits {
+            max_key_bytes: self.welcome.max_key_bytes,
+            max_value_bytes: self.welcome.max_value_bytes,
+        }
+    }
+
+    /// Sends a request on the control stream of `partition`'s connection,
+    /// its blob the concatenation of `blob`. A request the storage node
+    /// would refuse as too large a frame (which would cost the whole
+    /// connection) is refused here and not sent.
     fn call<T>(
         &self,
-        link: usize,
+        partition: usize,
         body: RequestBody<'_>,
         blob: &[&[u8]],
         convert: call::Convert<T>,
     ) -> Result<Call<T>, ClientError> {
         let max =
             message::max_frame_bytes(self.welcome.max_key_bytes, self.welcome.max_value_bytes);
+        let too_large = |what: &str, len: usize, max: usize| {
+            ClientError::Invalid(WireError::TooLarge {
+                what: what.to_string(),
+                len: len as u64,
+                max: max as u64,
+            })
+        };
         let blob_len: usize = blob.iter().map(|part| part.len()).sum();
         if blob_len > max {
-            return Err(ClientError::TooLarge {
-                what: "request",
-                len: blob_len,
-                max,
-            });
+            return Err(too_large("request", blob_len, max));
         }
-        let live = self.live(link)?;
+        let live = self.live(partition)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let encoded = encode_frame(&Request { id, body }, blob);
         let meta_len = encoded.len() - frame::FRAME_PREFIX_BYTES - blob_len;
         if meta_len > frame::MAX_META_BYTES {
-            return Err(ClientError::TooLarge {
-                what: "the request's keys",
-                len: meta_len,
-                max: frame::MAX_META_BYTES,
-            });
+            return Err(too_large(
+                "the request's keys",
+                meta_len,
+                frame::MAX_META_BYTES,
+            ));
         }
         if encoded.len() > max {
-            return Err(ClientError::TooLarge {
-                what: "request",
-                len: encoded.len(),
-                max,
-            });
+            return Err(too_large("request", encoded.len(), max));
         }
-        let rx = live.send(id, encoded, Instant::now() + self.timeout())?;
+        let rx = live.send(partition, id, encoded, Instant::now() + self.timeout())?;
         Ok(Call::new(rx, convert))
     }
 
     fn check_writer(&self) -> Result<(), ClientError> {
-        if self.is_fenced() {
-            Err(ClientError::Fenced)
-        } else {
-            Ok(())
+        match self.state.fenced() {
+            Some(fenced) => Err(ClientError::Storage(fenced)),
+            None => Ok(()),
         }
     }
 
-    /// Puts `key` = `value` through link `link` (into partition `link`).
+    /// Puts `key` = `value` into `partition` through its connection.
     pub fn put(
         &self,
-        link: usize,
+        partition: usize,
         key: &[u8],
         value: &[u8],
     ) -> Result<Call<WriteAck>, ClientError> {
         self.check_writer()?;
-        self.call(
-            link,
-            RequestBody::Put { key },
-            &[value],
-            |reply| match reply.body {
-                ResponseBody::Written(ack) => Ok(ack),
-                other => Err(unexpected(&other)),
-            },
-        )
+        let limits = self.node_limits();
+        limits.check_key(key).map_err(ClientError::Invalid)?;
+        limits.check_value(value).map_err(ClientError::Invalid)?;
+        self.call(partition, RequestBody::Put { key }, &[value], written)
     }
 
-    /// Puts every pair through link `link` as one unit (all or none after a
+    /// Puts every pair into `partition` as one unit (all or none after a
     /// crash). The acknowledgements come back in the same order.
     pub fn put_many(
         &self,
-        link: usize,
+        partition: usize,
         items: &[(&[u8], &[u8])],
     ) -> Result<Call<Vec<WriteAck>>, ClientError> {
         self.check_writer()?;
+        let limits = self.node_limits();
+        for (key, value) in items {
+            limits.check_key(key).map_err(ClientError::Invalid)?;
+            limits.check_value(value).map_err(ClientError::Invalid)?;
+        }
         let keys = items.iter().map(|(k, _)| *k).collect();
         let value_lens = items.iter().map(|(_, v)| v.len() as u32).collect();
         let values: Vec<&[u8]> = items.iter().map(|(_, v)| *v).collect();
         self.call(
-            link,
+            partition,
             RequestBody::PutMany { keys, value_lens },
             &values,
             |reply| match reply.body {
@@ -456,18 +553,13 @@ impl StorageClient {
         )
     }
 
-    /// Deletes `key` through link `link`.
-    pub fn delete(&self, link: usize, key: &[u8]) -> Result<Call<WriteAck>, ClientError> {
+    /// Deletes `key` in `partition`, through its connection.
+    pub fn delete(&self, partition: usize, key: &[u8]) -> Result<Call<WriteAck>, ClientError> {
         self.check_writer()?;
-        self.call(
-            link,
-            RequestBody::Delete { key },
-            &[],
-            |reply| match reply.body {
-                ResponseBody::Written(ack) => Ok(ack),
-                other => Err(unexpected(&other)),
-            },
-        )
+        self.node_limits()
+            .check_key(key)
+            .map_err(ClientError::Invalid)?;
+        self.call(partition, RequestBody::Delete { key }, &[], written)
     }
 
     /// Reads the record at a location (verified by the storage node; the
@@ -510,82 +602,95 @@ impl StorageClient {
         })
     }
 
-    /// A round trip on link `link`.
-    pub fn ping(&self, link: usize) -> Result<Call<()>, ClientError> {
-        self.call(link, RequestBody::Ping, &[], |reply| match reply.body {
-            ResponseBody::Pong => Ok(()),
-            other => Err(unexpected(&other)),
+    /// A round trip on the connection of `partition`.
+    pub fn ping(&self, partition: usize) -> Result<Call<()>, ClientError> {
+        self.call(partition, RequestBody::Ping, &[], |reply| {
+            match reply.body {
+                ResponseBody::Pong => Ok(()),
+                other => Err(unexpected(&other)),
+            }
         })
     }
 
-    /// Waits until link `link` is up, or the deadline passes.
-    pub async fn wait_up(&self, link: usize, timeout: Duration) -> Result<(), ClientError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(outcome) = self.up_or_given_up(link, deadline) {
-                return outcome;
+    /// Waits until the connection of `partition` is up, or `timeout` has
+    /// passed ([`ClientError::Unavailable`]). Fails at once if this writer
+    /// is fenced or the client is closed.
+    pub async fn wait_up(&self, partition: usize, timeout: Duration) -> Result<(), ClientError> {
+        let link = self.link(partition)?;
+        let waited = tokio::time::timeout(timeout, async {
+            loop {
+                let changed = link.changed();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                self.check_writer()?;
+                match self.live(partition) {
+                    Err(ClientError::Unavailable { .. }) => changed.await,
+                    other => return other.map(|_| ()),
+                }
             }
-            tokio::time::sleep(UP_POLL_INTERVAL).await;
-        }
+        });
+        waited
+            .await
+            .unwrap_or(Err(ClientError::Unavailable { partition }))
     }
 
-    /// Like [`StorageClient::wait_up`], blocking the thread.
-    pub fn wait_up_blocking(&self, link: usize, timeout: Duration) -> Result<(), ClientError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(outcome) = self.up_or_given_up(link, deadline) {
-                return outcome;
-            }
-            std::thread::sleep(UP_POLL_INTERVAL);
-        }
+    /// Waits until the connection of `partition` has room for one more
+    /// request (see [`ClientError::Busy`]), or fails with
+    /// [`ClientError::Busy`], naming the bound still reached, once
+    /// `timeout` has passed. The request deadline is a good `timeout`: a
+    /// full map of waiting requests makes room at the latest when its
+    /// oldest request passes its deadline. Returns at once if the
+    /// connection is down: sending will say so.
+    pub async fn wait_for_room(
+        &self,
+        partition: usize,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let live = match self.live(partition) {
+            Ok(live) => live,
+            Err(ClientError::Unavailable { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        tokio::time::timeout(timeout, live.wait_for_room())
+            .await
+            .map_err(|_| ClientError::Busy {
+                partition,
+                full: live.full_bound(),
+            })
     }
 
-    /// One check of [`StorageClient::wait_up`]: `Some` once link `link` is
-    /// up, the client is fenced or closed, the link does not exist, or
-    /// `deadline` has passed; `None` to keep waiting.
-    fn up_or_given_up(&self, link: usize, deadline: Instant) -> Option<Result<(), ClientError>> {
-        if self.is_fenced() {
-            return Some(Err(ClientError::Fenced));
-        }
-        match self.live(link) {
-            Ok(_) => Some(Ok(())),
-            Err(ClientError::Unavailable { .. }) if Instant::now() < deadline => None,
-            Err(e) => Some(Err(e)),
-        }
-    }
-
-    /// Opens a bulk stream on `link`, sends `body`, and hands each response
-    /// frame to `on_frame` until it returns `Ok(true)` (done) or the stream
-    /// ends.
+    /// Opens a bulk stream on the connection of `partition`, sends `body`,
+    /// and hands each response frame to `on_frame` until it returns
+    /// `Ok(true)` (done) or the stream ends.
     async fn bulk(
         &self,
-        link: usize,
+        partition: usize,
         body: RequestBody<'_>,
         mut on_frame: impl FnMut(ResponseBody, Bytes) -> Result<bool, ClientError>,
     ) -> Result<(), ClientError> {
-        let live = self.live(link)?;
+        let live = self.live(partition % self.partitions().max(1))?;
         let frame = encode_frame(&Request { id: 0, body }, &[]);
         let missed = || ClientError::DeadlineExceeded {
-            after_ms: self.shared.config.request_timeout_ms,
+            after_ms: self.state.config.request_timeout_ms,
         };
         let start = async {
             let (mut send, recv) = live
                 .conn
                 .open_bi()
                 .await
-                .map_err(|e| link::connection_error(&self.shared, &e))?;
+                .map_err(|e| link::connection_error(&self.state, &e))?;
             send.write_all(&frame)
                 .await
-                .map_err(|e| link::write_error(&self.shared, e))?;
+                .map_err(|e| link::write_error(&self.state, e))?;
             let _ = send.finish();
             Ok::<_, ClientError>(recv)
         };
         let mut recv = tokio::time::timeout(self.timeout(), start)
             .await
             .map_err(|_| missed())??;
-        let buffer = self.shared.bulk_buffers.lock().pop().unwrap_or_default();
+        let buffer = self.state.bulk_buffers.lock().pop().unwrap_or_default();
         let mut decoder =
-            FrameDecoder::trusting_with_buffer(self.shared.response_limit_bytes, buffer);
+            FrameDecoder::trusting_with_buffer(self.state.response_limit_bytes, buffer);
         // The deadline bounds each wait for more bytes, not the whole
         // transfer: an export of a large key log may take longer than one
         // request's deadline while bytes keep arriving.
@@ -601,7 +706,7 @@ impl StorageClient {
                         };
                         break Err(ClientError::Protocol(reason));
                     }
-                    Ok(Err(e)) => break Err(link::read_error(&self.shared, e)),
+                    Ok(Err(e)) => break Err(link::read_error(&self.state, e)),
                 };
             if let Err(e) = decoder.push(&chunk.bytes) {
                 break Err(ClientError::Protocol(e.to_string()));
@@ -610,7 +715,7 @@ impl StorageClient {
                 break done;
             }
         };
-        let mut pool = self.shared.bulk_buffers.lock();
+        let mut pool = self.state.bulk_buffers.lock();
         if pool.len() < BULK_BUFFERS_KEPT {
             pool.push(decoder.into_buffer());
         }
@@ -632,8 +737,7 @@ impl StorageClient {
             offset,
             max_len: max_len as u32,
         };
-        let link = partition % self.partitions().max(1);
-        self.bulk(link, body, |body, blob| match body {
+        self.bulk(partition, body, |body, blob| match body {
             ResponseBody::Range { committed_end } => {
                 out = Some((blob, committed_end));
                 Ok(true)
@@ -658,8 +762,7 @@ impl StorageClient {
             partition: partition as u32,
             from_seq,
         };
-        let link = partition % self.partitions().max(1);
-        self.bulk(link, body, |body, blob| match body {
+        self.bulk(partition, body, |body, blob| match body {
             ResponseBody::ExportChunk { end, done, .. } => {
                 end_seen = end;
                 on_chunk(blob)?;
@@ -674,8 +777,8 @@ impl StorageClient {
     /// Closes every connection; waiting requests fail with
     /// [`ClientError::ShutDown`].
     pub fn close(&self) {
-        self.shared.closing.store(true, Ordering::Release);
-        for link in self.shared.links() {
+        self.state.closing.store(true, Ordering::Release);
+        for link in self.state.links() {
             link.close();
         }
     }
@@ -687,11 +790,16 @@ impl Drop for StorageClient {
     }
 }
 
+/// The acknowledgement a put or a delete is answered with.
+fn written(reply: Reply) -> Result<WriteAck, ClientError> {
+    match reply.body {
+        ResponseBody::Written(ack) => Ok(ack),
+        other => Err(unexpected(&other)),
+    }
+}
+
 /// Receive buffers of bulk transfers kept for reuse.
 const BULK_BUFFERS_KEPT: usize = 8;
-
-/// How often [`StorageClient::wait_up`] looks at a link that is down.
-const UP_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Hands each complete frame to `on_frame`; `Some` once the transfer is
 /// over (its last frame delivered, or an error).
@@ -719,20 +827,20 @@ fn deliver_frames(
 
 /// Fails requests past their deadline, every 20 ms, until the client is
 /// dropped.
-fn spawn_sweeper(shared: std::sync::Weak<Shared>) {
+fn spawn_sweeper(state: std::sync::Weak<ClientState>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(20));
         loop {
             tick.tick().await;
-            let Some(shared) = shared.upgrade() else {
+            let Some(state) = state.upgrade() else {
                 return;
             };
-            if shared.closing.load(Ordering::Acquire) {
+            if state.closing.load(Ordering::Acquire) {
                 return;
             }
             let now = Instant::now();
-            let timeout = Duration::from_millis(shared.config.request_timeout_ms);
-            for link in shared.links() {
+            let timeout = Duration::from_millis(state.config.request_timeout_ms);
+            for link in state.links() {
                 if let Some(live) = link.live() {
                     live.expire(now, timeout);
                 }
@@ -742,7 +850,7 @@ fn spawn_sweeper(shared: std::sync::Weak<Shared>) {
 }
 
 #[cfg(test)]
-mod tests {
+mod host_tests {
     use super::host_of;
 
     #[test]
@@ -753,3 +861,6 @@ mod tests {
         assert_eq!(host_of("localhost"), "localhost");
     }
 }
+
+#[cfg(test)]
+mod tests;

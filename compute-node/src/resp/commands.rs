@@ -9,7 +9,6 @@
 //! the run has finished, so a GET sees every SET sent before it.
 
 use bytes::{Bytes, BytesMut};
-use splitkv_common::client::ClientError;
 use splitkv_common::message::WireError;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -164,12 +163,12 @@ pub enum Flow {
     Close,
 }
 
-/// One client's state.
-pub struct Session<'a> {
+/// One RESP client's state.
+pub struct RespClient<'a> {
     /// The engine.
     pub engine: &'a Engine,
-    /// The connection this client's writes use.
-    pub link: usize,
+    /// The partition this client's writes go to (so they stay in order).
+    pub partition: usize,
     /// The password AUTH must give, if any.
     pub requirepass: Option<&'a str>,
     /// True once authenticated (or when no password is set).
@@ -179,21 +178,16 @@ pub struct Session<'a> {
 }
 
 fn engine_error(out: &mut BytesMut, err: &EngineError) {
-    match err {
-        EngineError::Storage(ClientError::Storage(WireError::Fenced { .. }))
-        | EngineError::Storage(ClientError::Fenced) => reply::error(
+    match err.wire() {
+        Some(WireError::Fenced { .. }) => reply::error(
             out,
             "READONLY this compute node was fenced by a newer writer; it can only read",
         ),
-        EngineError::Storage(ClientError::Storage(WireError::NotAWriter)) => {
-            reply::error(out, "READONLY this compute node is a reader")
-        }
-        EngineError::TooLarge { .. }
-        | EngineError::EmptyKey
-        | EngineError::Storage(ClientError::TooLarge { .. }) => {
+        Some(WireError::NotAWriter) => reply::error(out, "READONLY this compute node is a reader"),
+        Some(WireError::TooLarge { .. } | WireError::EmptyKey) => {
             reply::error(out, &format!("ERR {err}"))
         }
-        other => reply::error(out, &format!("ERR storage: {other}")),
+        _ => reply::error(out, &format!("ERR storage: {err}")),
     }
 }
 
@@ -209,7 +203,7 @@ async fn flush_if_full<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-impl Session<'_> {
+impl RespClient<'_> {
     /// The command `cmd` names if this client may run it as given (it has
     /// authenticated, and the argument count fits); `None` means it takes
     /// the general path, which answers with the right error.
@@ -276,7 +270,7 @@ impl Session<'_> {
         for cmd in run {
             pending.push(
                 self.engine
-                    .start_put(self.link, cmd[1].clone(), &cmd[2])
+                    .start_put(self.partition, cmd[1].clone(), &cmd[2])
                     .await,
             );
         }
@@ -345,7 +339,7 @@ impl Session<'_> {
                     if !self.engine.contains(key) {
                         continue;
                     }
-                    match self.engine.delete_async(self.link, key).await {
+                    match self.engine.delete_async(self.partition, key).await {
                         Ok(true) => removed += 1,
                         Ok(false) => {}
                         Err(e) => {
@@ -379,7 +373,7 @@ impl Session<'_> {
                         .chunks(2)
                         .map(|kv| (&kv[0][..], &kv[1][..]))
                         .collect();
-                    match self.engine.put_many_async(self.link, &items).await {
+                    match self.engine.put_many_async(self.partition, &items).await {
                         Ok(()) => reply::simple(out, "OK"),
                         Err(e) => engine_error(out, &e),
                     }

@@ -29,7 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::Engine;
-use commands::{Flow, Session};
+use commands::{Flow, RespClient};
 use parser::{ParseLimits, RequestParser};
 
 /// Commands carried out per batch at most.
@@ -98,9 +98,9 @@ async fn serve_client(
         local.port(),
         config.storage
     );
-    let mut session = Session {
+    let mut client = RespClient {
         engine,
-        link: engine.assign_link(),
+        partition: engine.assign_partition(),
         requirepass: config.requirepass.as_deref(),
         authenticated: config.requirepass.is_none(),
         info: &info,
@@ -108,11 +108,17 @@ async fn serve_client(
     let config = &engine.inner.config;
     let limits = ParseLimits {
         max_args: MAX_ARGS,
-        max_arg_bytes: config.max_value_bytes.max(config.max_key_bytes),
+        max_arg_bytes: config
+            .limits
+            .max_value_bytes
+            .max(config.limits.max_key_bytes),
         // An MSET travels to the storage node as one frame.
-        max_command_bytes: message::max_frame_bytes(config.max_key_bytes, config.max_value_bytes),
+        max_command_bytes: message::max_frame_bytes(
+            config.limits.max_key_bytes,
+            config.limits.max_value_bytes,
+        ),
     };
-    let mut parser = RequestParser::new(if session.authenticated {
+    let mut parser = RequestParser::new(if client.authenticated {
         limits
     } else {
         UNAUTHENTICATED_LIMITS
@@ -142,9 +148,9 @@ async fn serve_client(
                 }
             }
             let more = batch.len() == MAX_BATCH;
-            let was_authenticated = session.authenticated;
-            let flow = session.run(&batch, &mut out, &mut writer).await?;
-            if session.authenticated && !was_authenticated {
+            let was_authenticated = client.authenticated;
+            let flow = client.run(&batch, &mut out, &mut writer).await?;
+            if client.authenticated && !was_authenticated {
                 parser.set_limits(limits);
             }
             if let Some(e) = broken {

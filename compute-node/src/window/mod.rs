@@ -1,6 +1,5 @@
 //! A partition's two read windows: the bytes, the placement policy
-//! ([`policy`]), and the waiting for fetches in flight, both from plain
-//! threads and from async tasks.
+//! ([`policy`]), and the waiting for fetches in flight.
 
 pub mod policy;
 
@@ -8,7 +7,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 pub use policy::{Decision, Fetch, WindowPolicy};
@@ -28,8 +27,9 @@ impl Filled {
     }
 }
 
+/// The placement policy and the bytes of the windows it placed.
 #[derive(Debug)]
-struct State {
+struct Windows {
     policy: WindowPolicy,
     filled: [Option<Filled>; 2],
 }
@@ -52,12 +52,13 @@ pub enum Lookup {
 /// The windows of one partition.
 #[derive(Debug)]
 pub struct PartitionWindows {
-    state: Mutex<State>,
+    windows: Mutex<Windows>,
     /// The highest committed end known: raised by every acknowledged write
-    /// without taking `state`'s lock, and handed to the policy on each read.
+    /// without taking `windows`' lock, and handed to the policy on each
+    /// read.
     committed_end: AtomicU64,
-    changed: Condvar,
-    changed_async: Notify,
+    /// Wakes who waits for a fetch.
+    fetch_settled: Notify,
 }
 
 impl PartitionWindows {
@@ -65,13 +66,12 @@ impl PartitionWindows {
     /// known (it is learnt from acknowledgements and fetches).
     pub fn new(window_bytes: u64) -> Self {
         Self {
-            state: Mutex::new(State {
+            windows: Mutex::new(Windows {
                 policy: WindowPolicy::new(window_bytes, 0),
                 filled: [None, None],
             }),
             committed_end: AtomicU64::new(0),
-            changed: Condvar::new(),
-            changed_async: Notify::new(),
+            fetch_settled: Notify::new(),
         }
     }
 
@@ -84,7 +84,7 @@ impl PartitionWindows {
     /// Looks up the record at `[offset, offset + len)` and returns what to do,
     /// with the fetch to start (if any).
     pub fn lookup(&self, offset: u64, len: u64) -> (Lookup, Option<Fetch>) {
-        let mut st = self.state.lock();
+        let mut st = self.windows.lock();
         st.policy
             .note_committed_end(self.committed_end.load(Ordering::Acquire));
         let (decision, fetch) = st.policy.on_read(offset, len);
@@ -107,7 +107,7 @@ impl PartitionWindows {
     /// Stores the bytes fetch `id` brought (the log from `range.start`) and
     /// wakes everyone waiting.
     pub fn complete(&self, id: u64, range: Range<u64>, bytes: Bytes, committed_end: u64) {
-        let mut st = self.state.lock();
+        let mut st = self.windows.lock();
         if let Some(slot) = st.policy.fetched(id, range.clone(), committed_end) {
             st.filled[slot] = Some(Filled {
                 start: range.start,
@@ -115,47 +115,33 @@ impl PartitionWindows {
             });
         }
         drop(st);
-        self.changed.notify_all();
-        self.changed_async.notify_waiters();
+        self.fetch_settled.notify_waiters();
     }
 
     /// Records that fetch `id` failed and wakes its waiters (who then read
     /// their records on their own).
     pub fn fail(&self, id: u64) {
-        self.state.lock().policy.failed(id);
-        self.changed.notify_all();
-        self.changed_async.notify_waiters();
-    }
-
-    fn settled(st: &State, id: u64) -> bool {
-        !st.policy.is_loading(id)
-    }
-
-    /// Blocks the thread until fetch `id` has completed or failed.
-    pub fn wait(&self, id: u64) {
-        let mut st = self.state.lock();
-        while !Self::settled(&st, id) {
-            self.changed.wait(&mut st);
-        }
+        self.windows.lock().policy.failed(id);
+        self.fetch_settled.notify_waiters();
     }
 
     /// Waits until fetch `id` has completed or failed.
-    pub async fn wait_async(&self, id: u64) {
+    pub async fn wait(&self, id: u64) {
         loop {
-            let notified = self.changed_async.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if Self::settled(&self.state.lock(), id) {
+            let settled = self.fetch_settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            if !self.windows.lock().policy.is_loading(id) {
                 return;
             }
-            notified.await;
+            settled.await;
         }
     }
 
     /// The record at `[offset, offset + len)` if a ready window holds it
     /// (after a wait), without counting a read.
     pub fn peek(&self, offset: u64, len: u64) -> Option<Bytes> {
-        let st = self.state.lock();
+        let st = self.windows.lock();
         st.filled
             .iter()
             .flatten()

@@ -48,17 +48,12 @@ impl StorageNode {
             false,
         )
         .expect("certs");
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
         let mut node = Self {
             dir,
             addr: "127.0.0.1:0".parse().expect("address"),
             partitions,
             max_value_bytes,
-            runtime,
+            runtime: node_runtime(),
             running: None,
         };
         node.resume();
@@ -108,6 +103,22 @@ impl StorageNode {
         }
     }
 
+    /// Stops the node the way a killed process stops: its runtime goes
+    /// away with every task and socket it holds, and its connections with
+    /// no goodbye to the compute node (which learns of it from missed
+    /// deadlines, and from the stateless reset the restarted node answers
+    /// its next packet with). The storage engine's files stay as they are.
+    #[allow(dead_code, reason = "used by engine.rs, not by resp.rs")]
+    pub fn kill(&mut self) {
+        if let Some(running) = self.running.take() {
+            let runtime = std::mem::replace(&mut self.runtime, node_runtime());
+            runtime.shutdown_timeout(std::time::Duration::from_secs(10));
+            running.task.abort();
+            drop(running.stop);
+            drop(running.engine);
+        }
+    }
+
     /// An engine configuration for a compute node of this cluster.
     pub fn engine_config(&self) -> EngineConfig {
         let identity =
@@ -130,6 +141,15 @@ impl StorageNode {
         config.writer = false;
         Engine::connect(config).expect("connect reader")
     }
+}
+
+/// The runtime a storage node serves from.
+fn node_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 impl Drop for StorageNode {

@@ -95,7 +95,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     let mut config = EngineConfig::new(args.storage.clone(), Arc::new(identity));
     config.window_bytes = args.window_mib << 20;
     config.request_timeout_ms = args.request_timeout_ms;
-    config.max_value_bytes = args.max_value_bytes;
+    config.limits.max_value_bytes = args.max_value_bytes;
     config.worker_threads = args.threads;
     let engine = Arc::new(connect_with_retries(
         config,
