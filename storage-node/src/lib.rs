@@ -12,6 +12,7 @@
 pub mod aligned;
 mod buffer;
 pub mod config;
+pub mod crash_journal;
 pub mod disk;
 mod engine;
 pub mod error;
