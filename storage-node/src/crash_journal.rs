@@ -194,8 +194,9 @@ pub enum Event {
 }
 
 impl Event {
-    /// The event as one line without its newline: `B <id> <key>=<op> ...`
-    /// or `K <id>`.
+    /// The event as one line without its newline:
+    /// `B <id> <route> <key>=<op> ... .` or `K <id> .`. Both end with `.`,
+    /// so that a line cut short parses as nothing.
     pub fn line(&self) -> String {
         match self {
             Event::Began(batch) => {
@@ -206,9 +207,10 @@ impl Event {
                     line.push('=');
                     line.push_str(&op.render());
                 }
+                line.push_str(" .");
                 line
             }
-            Event::Acknowledged(id) => format!("K {id}"),
+            Event::Acknowledged(id) => format!("K {id} ."),
         }
     }
 
@@ -220,7 +222,12 @@ impl Event {
             "B" => {
                 let id = BatchId::parse(parts.next()?)?;
                 let route = parts.next()?.parse().ok()?;
-                let ops = parts
+                let ops: Vec<&str> = parts.collect();
+                let (&".", ops) = ops.split_last()? else {
+                    return None;
+                };
+                let ops = ops
+                    .iter()
                     .map(|part| {
                         let (key, op) = part.split_once('=')?;
                         Some((key.to_string(), Op::parse(op)?))
@@ -233,7 +240,8 @@ impl Event {
             }
             "K" => {
                 let id = BatchId::parse(parts.next()?)?;
-                parts.next().is_none().then_some(Event::Acknowledged(id))
+                (parts.next() == Some(".") && parts.next().is_none())
+                    .then_some(Event::Acknowledged(id))
             }
             _ => None,
         }
@@ -701,17 +709,15 @@ mod tests {
             let began = Event::Began(batch.clone());
             assert_eq!(Event::parse(&began.line()), Some(began.clone()));
             let acked = Event::Acknowledged(batch.id);
-            assert_eq!(Event::parse(&acked.line()), Some(acked));
-            let line = began.line();
-            let cut = &line[..line.len() - 1];
-            assert_ne!(
-                Event::parse(cut),
-                Some(began),
-                "a cut line is not the event"
-            );
+            assert_eq!(Event::parse(&acked.line()), Some(acked.clone()));
+            for line in [began.line(), acked.line()] {
+                for end in 0..line.len() {
+                    assert_eq!(Event::parse(&line[..end]), None, "a cut line is no event");
+                }
+            }
         }
-        assert_eq!(Event::parse("B 1.2 3"), None, "a batch has an operation");
-        assert_eq!(Event::parse("K 1.2 extra"), None);
+        assert_eq!(Event::parse("B 1.2 3 ."), None, "a batch has an operation");
+        assert_eq!(Event::parse("K 1.2 . extra"), None);
     }
 
     #[test]
