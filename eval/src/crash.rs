@@ -79,9 +79,9 @@ pub struct WriterArgs {
 }
 
 /// What the writers run: single puts and deletes, and batches of puts
-/// whose values add up to about half a write buffer (1 MiB), so that many
-/// of them switch buffers in their middle. Batches through the compute
-/// node hold puts only.
+/// whose values add up to about a quarter of a write buffer (1 MiB) and
+/// some to more than a buffer, so that many of them switch buffers in
+/// their middle. Batches through the compute node hold puts only.
 fn mix() -> Mix {
     Mix {
         multi_percent: 20,
@@ -89,7 +89,7 @@ fn mix() -> Mix {
         delete_percent: 20,
         deletes_in_multi: false,
         single_value_bytes: 1..6000,
-        multi_value_bytes: 16 << 10..128 << 10,
+        multi_value_bytes: 8 << 10..64 << 10,
         empty_percent: 5,
         large_percent: 1,
         large_value_bytes: 1_200_000,
@@ -251,12 +251,13 @@ pub fn run(args: CrashArgs) -> Result<bool> {
             .recovery_ms
             .map_or(String::new(), |ms| format!(", writing again after {ms} ms"));
         println!(
-            "round {:>2}: kill -9 of the {:<7} after {:>4} ms: {:>6} acknowledged, {:>2} in flight ({} batches of several: {} whole, {} absent), {:>5} keys verified, {} lost, {} wrong, {} resurrected, {} torn{recovery}{}",
+            "round {:>2}: kill -9 of the {:<7} after {:>4} ms: {:>6} acknowledged, {:>2} in flight in {} batches ({} of several; {} whole, {} absent), {:>5} keys verified, {} lost, {} wrong, {} resurrected, {} torn{recovery}{}",
             report.round,
             report.killed,
             report.kill_after_ms,
             report.acknowledged,
             report.in_flight,
+            report.in_flight_batches,
             report.in_flight_multi_batches,
             report.in_flight_applied,
             report.in_flight_not_applied,
