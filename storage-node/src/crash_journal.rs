@@ -171,19 +171,6 @@ pub struct Batch {
     pub route: u64,
 }
 
-impl Batch {
-    /// The total length of the batch's values in bytes.
-    pub fn value_bytes(&self) -> usize {
-        self.ops
-            .iter()
-            .map(|(_, op)| match op {
-                Op::Put { len, .. } => *len,
-                Op::Delete => 0,
-            })
-            .sum()
-    }
-}
-
 /// What a writer reports about a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -463,16 +450,6 @@ impl Journal {
                 None => self.unknown_acknowledgements += 1,
             },
         }
-    }
-
-    /// Batches acknowledged since the round began.
-    pub fn acknowledged_batches(&self) -> u64 {
-        self.acknowledged_batches
-    }
-
-    /// Batches begun and not (yet) acknowledged.
-    pub fn open_batches(&self) -> usize {
-        self.open.len()
     }
 
     /// Checks every key of `keys` with `read` (the key's value, `None` if
