@@ -1,27 +1,35 @@
-//! `eval crash`: writers put, overwrite and delete (through random
-//! partitions, so overwrites and deletes land on other partitions than the
-//! put before them) while the test kill -9s the storage node, or a compute
-//! node running the writers, at a random moment. Then it verifies through a
-//! fresh compute node that every acknowledged put reads back with its latest
-//! acknowledged value, that no acknowledged delete came back, and that no
-//! value is wrong. An operation that was under way at the kill may or may
-//! not have happened; a round with no acknowledged operation fails.
+//! `eval crash`: writers put, overwrite, delete and batch-write keys
+//! through a compute-node [`Engine`] (each batch through a random partition,
+//! so overwrites and deletes land on other partitions than the writes
+//! before them) while the test kill -9s the storage node, or a compute node
+//! running the writers, at a random moment. Then it reads every key back
+//! through a fresh compute node and has the journal
+//! ([`storage_node::crash_journal`]) check it: every acknowledged put reads
+//! back with its latest acknowledged value, no acknowledged delete came
+//! back, no value is wrong, and every batch under way at the kill is there
+//! whole or not at all. A round with no acknowledged batch fails.
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use compute_node::{Engine, EngineConfig};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
+use storage_node::crash_journal::{
+    Batch, BatchSource, Journal, KeySpace, LineRecorder, Mix, Op, Outcome, Recorder, SharedJournal,
+    run_writer,
+};
 
 use crate::node::OwnCluster;
-use crate::workload::fill_value;
+
+/// Longest wait for a writer process's first batch (it connects and
+/// rebuilds its index first).
+const FIRST_BATCH_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Options of `eval crash`.
 #[derive(clap::Args, Clone)]
@@ -33,7 +41,7 @@ pub struct CrashArgs {
     /// Writer threads.
     #[arg(long, default_value_t = 8)]
     threads: usize,
-    /// Keys each writer works on.
+    /// Keys each writer works on (at least 12, the largest batch).
     #[arg(long, default_value_t = 200)]
     keys_per_thread: u64,
     /// Partitions of the storage node.
@@ -65,111 +73,76 @@ pub struct WriterArgs {
     #[arg(long)]
     keys_per_thread: u64,
     #[arg(long)]
+    round: u64,
+    #[arg(long)]
     seed: u64,
 }
 
-/// One operation on one key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Put { version: u64, len: usize },
-    Delete,
-}
-
-impl Op {
-    fn render(self) -> String {
-        match self {
-            Op::Put { version, len } => format!("put:{version}:{len}"),
-            Op::Delete => "del".into(),
-        }
-    }
-
-    fn parse(text: &str) -> Option<Op> {
-        if text == "del" {
-            return Some(Op::Delete);
-        }
-        let (version, len) = text.strip_prefix("put:")?.split_once(':')?;
-        Some(Op::Put {
-            version: version.parse().ok()?,
-            len: len.parse().ok()?,
-        })
-    }
-
-    fn value(self, key: &str) -> Option<Vec<u8>> {
-        match self {
-            Op::Put { version, len } => {
-                let mut value = vec![0u8; len];
-                fill_value(key.as_bytes(), version, &mut value);
-                Some(value)
-            }
-            Op::Delete => None,
-        }
+/// What the writers run: single puts and deletes, and batches of puts
+/// whose values add up to about a quarter of a write buffer (1 MiB) and
+/// some to more than a buffer, so that many of them switch buffers in
+/// their middle. Batches through the compute node hold puts only.
+fn mix() -> Mix {
+    Mix {
+        multi_percent: 20,
+        multi_ops: 4..12,
+        delete_percent: 20,
+        deletes_in_multi: false,
+        single_value_bytes: 1..6000,
+        multi_value_bytes: 8 << 10..64 << 10,
+        empty_percent: 5,
+        large_percent: 1,
+        large_value_bytes: 1_200_000,
     }
 }
 
-/// What happened to a key in a round, as the writers reported it.
-#[derive(Default)]
-struct Journal {
-    /// Latest acknowledged operation per key (from all rounds so far).
-    acked: HashMap<String, Op>,
-    /// Operation begun and not acknowledged when the round ended.
-    in_flight: HashMap<String, Op>,
-    acknowledged: u64,
-}
-
-impl Journal {
-    fn begin(&mut self, key: &str, op: Op) {
-        self.in_flight.insert(key.to_string(), op);
-    }
-
-    fn ack(&mut self, key: &str) {
-        if let Some(op) = self.in_flight.remove(key) {
-            self.acked.insert(key.to_string(), op);
-            self.acknowledged += 1;
+/// Writes `batch` through `engine`: a single put or delete on its own, a
+/// batch of several with one `put_many`.
+fn write_batch(engine: &Engine, batch: &Batch) -> compute_node::Result<()> {
+    let link = (batch.route % engine.partitions() as u64) as usize;
+    match batch.ops.as_slice() {
+        [(key, Op::Delete)] => engine.delete_on(link, key.as_bytes()).map(|_| ()),
+        [(key, op)] => {
+            let value = op.value(key).unwrap_or_default();
+            engine.put_on(link, key.as_bytes(), &value)
+        }
+        ops => {
+            let values: Vec<Vec<u8>> = ops
+                .iter()
+                .map(|(key, op)| op.value(key).unwrap_or_default())
+                .collect();
+            let items: Vec<(&[u8], &[u8])> = ops
+                .iter()
+                .zip(&values)
+                .map(|((key, _), value)| (key.as_bytes(), value.as_slice()))
+                .collect();
+            engine.put_many_on(link, &items)
         }
     }
 }
 
-fn key_name(thread: usize, j: u64) -> String {
-    format!("t{thread}-k{j:04}")
-}
-
-/// One writer: random keys of its own, random operations, random
-/// partitions, until `stop` (if any) is set or an operation fails.
-fn writer_loop(
+/// Runs writer threads `0..threads` on `engine` until `stop` (if any) is
+/// set or a write fails, each recording into `recorder`.
+fn run_writers(
     engine: &Engine,
-    thread: usize,
-    keys: u64,
+    keys: KeySpace,
+    round: u64,
     seed: u64,
+    recorder: &dyn Recorder,
     stop: Option<&AtomicBool>,
-    mut event: impl FnMut(&str, Option<Op>),
 ) {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (thread as u64) << 32);
-    let partitions = engine.partitions();
-    let mut version = seed << 20 | (thread as u64) << 48;
-    while !stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
-        let key = key_name(thread, rng.random_range(0..keys));
-        version += 1;
-        let op = if rng.random_bool(0.2) {
-            Op::Delete
-        } else {
-            let len = match rng.random_range(0..100) {
-                0 => 300_000,
-                1..6 => 0,
-                _ => rng.random_range(1..6000),
-            };
-            Op::Put { version, len }
-        };
-        let link = rng.random_range(0..partitions);
-        event(&key, Some(op));
-        let result = match op.value(&key) {
-            Some(value) => engine.put_on(link, key.as_bytes(), &value),
-            None => engine.delete_on(link, key.as_bytes()).map(|_| ()),
-        };
-        if result.is_err() {
-            return;
+    std::thread::scope(|scope| {
+        for writer in 0..keys.writers {
+            scope.spawn(move || {
+                let mut source = BatchSource::new(keys, writer, round, seed, mix());
+                // A failed write ends the writer; it stays under way in the
+                // journal.
+                let _ = run_writer(&mut source, recorder, stop, |batch| {
+                    write_batch(engine, batch)
+                });
+            });
         }
-        event(&key, None);
-    }
+    });
 }
 
 /// Per-round outcome.
@@ -182,17 +155,58 @@ struct RoundReport {
     /// For storage-node kills: how long the surviving compute node took to
     /// write again on every connection once the storage node was back.
     recovery_ms: Option<u64>,
+    /// Operations acknowledged in the round.
     acknowledged: u64,
+    /// Batches acknowledged in the round.
+    acknowledged_batches: u64,
+    /// Operations under way at the kill.
     in_flight: usize,
+    /// Batches under way at the kill, and those of several operations.
+    in_flight_batches: usize,
+    in_flight_multi_batches: usize,
+    /// Of the batches under way: found wholly there, found wholly absent.
+    in_flight_applied: usize,
+    in_flight_not_applied: usize,
     verified: u64,
     lost: u64,
     wrong: u64,
     resurrected: u64,
+    /// Batches under way at the kill found there in part.
+    torn_batches: u64,
+    /// The journal's verdict, before the recovery check.
+    journal_passed: bool,
 }
 
 impl RoundReport {
+    fn new(
+        round: usize,
+        killed: &'static str,
+        kill_after_ms: u64,
+        outcome: &Outcome,
+    ) -> RoundReport {
+        RoundReport {
+            round,
+            killed,
+            kill_after_ms,
+            recovery_ms: None,
+            acknowledged: outcome.acknowledged_ops,
+            acknowledged_batches: outcome.acknowledged_batches,
+            in_flight: outcome.open_ops,
+            in_flight_batches: outcome.open_batches,
+            in_flight_multi_batches: outcome.open_multi_batches,
+            in_flight_applied: outcome.open_applied,
+            in_flight_not_applied: outcome.open_not_applied,
+            verified: outcome.verified,
+            lost: outcome.lost,
+            wrong: outcome.wrong,
+            resurrected: outcome.resurrected,
+            torn_batches: outcome.torn_batches,
+            journal_passed: outcome.passed(),
+        }
+    }
+
     fn passed(&self) -> bool {
-        self.acknowledged > 0 && self.lost == 0 && self.wrong == 0 && self.resurrected == 0
+        self.journal_passed && self.wrong == 0
     }
 }
 
@@ -203,6 +217,12 @@ pub fn run(args: CrashArgs) -> Result<bool> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     });
+    let largest_batch = mix().multi_ops.end as u64;
+    if args.keys_per_thread < largest_batch {
+        return Err(anyhow!(
+            "--keys-per-thread must be at least {largest_batch}, the largest batch"
+        ));
+    }
     eprintln!("crash test: {} rounds, seed {seed}", args.rounds);
     let mut cluster = OwnCluster::start(None, args.partitions)?;
     let port = cluster.node.as_ref().map_or(0, |n| n.addr.port());
@@ -213,6 +233,7 @@ pub fn run(args: CrashArgs) -> Result<bool> {
         let kill_after = rng.random_range(args.max_kill_ms / 5..=args.max_kill_ms.max(1));
         let round_seed = seed.wrapping_add(round as u64 * 7919);
         let compute = round % 3 == 2;
+        journal.begin_round();
         let report = if compute {
             compute_round(&args, &cluster, &mut journal, round, round_seed, kill_after)?
         } else {
@@ -230,16 +251,21 @@ pub fn run(args: CrashArgs) -> Result<bool> {
             .recovery_ms
             .map_or(String::new(), |ms| format!(", writing again after {ms} ms"));
         println!(
-            "round {:>2}: kill -9 of the {:<7} after {:>4} ms: {:>6} acknowledged, {:>2} in flight, {:>5} keys verified, {} lost, {} wrong, {} resurrected{recovery}{}",
+            "round {:>2}: kill -9 of the {:<7} after {:>4} ms: {:>6} acknowledged, {:>2} in flight in {} batches ({} of several; {} whole, {} absent), {:>5} keys verified, {} lost, {} wrong, {} resurrected, {} torn{recovery}{}",
             report.round,
             report.killed,
             report.kill_after_ms,
             report.acknowledged,
             report.in_flight,
+            report.in_flight_batches,
+            report.in_flight_multi_batches,
+            report.in_flight_applied,
+            report.in_flight_not_applied,
             report.verified,
             report.lost,
             report.wrong,
             report.resurrected,
+            report.torn_batches,
             if report.passed() { "" } else { "  FAILED" }
         );
         reports.push(report);
@@ -261,6 +287,13 @@ fn crash_engine_config(cluster: &OwnCluster) -> Result<EngineConfig> {
     Ok(config)
 }
 
+fn key_space(args: &CrashArgs) -> KeySpace {
+    KeySpace {
+        writers: args.threads,
+        keys_per_writer: args.keys_per_thread,
+    }
+}
+
 fn storage_round(
     args: &CrashArgs,
     cluster: &mut OwnCluster,
@@ -270,41 +303,27 @@ fn storage_round(
     seed: u64,
     kill_after: u64,
 ) -> Result<RoundReport> {
-    journal.in_flight.clear();
-    let before = journal.acknowledged;
     let engine = Engine::connect(crash_engine_config(cluster)?)?;
-    let shared = Mutex::new(std::mem::take(journal));
+    let shared = SharedJournal::new(std::mem::take(journal));
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| -> Result<()> {
-        for thread in 0..args.threads {
-            let (engine, shared, stop) = (&engine, &shared, &stop);
-            scope.spawn(move || {
-                writer_loop(
-                    engine,
-                    thread,
-                    args.keys_per_thread,
-                    seed,
-                    Some(stop),
-                    |key, op| {
-                        let mut journal = shared
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        match op {
-                            Some(op) => journal.begin(key, op),
-                            None => journal.ack(key),
-                        }
-                    },
-                );
-            });
-        }
+        let (engine, shared, stop) = (&engine, &shared, &stop);
+        scope.spawn(move || {
+            run_writers(
+                engine,
+                key_space(args),
+                round as u64,
+                seed,
+                shared,
+                Some(stop),
+            );
+        });
         std::thread::sleep(Duration::from_millis(kill_after));
         let killed = cluster.kill9();
         stop.store(true, Ordering::Relaxed);
         killed
     })?;
-    *journal = shared
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *journal = shared.into_inner();
     cluster.restart(port)?;
     // The compute node that lived through the crash writes again, on every
     // connection, within 10 s of the storage node being back.
@@ -324,7 +343,7 @@ fn storage_round(
     }
     let recovery = back.elapsed();
     drop(engine);
-    let mut report = verify(cluster, journal, round, "storage", kill_after, before)?;
+    let mut report = verify(args, cluster, journal, round, "storage", kill_after)?;
     report.recovery_ms = Some(recovery.as_millis() as u64);
     if recovered < args.partitions {
         eprintln!(
@@ -344,8 +363,6 @@ fn compute_round(
     seed: u64,
     kill_after: u64,
 ) -> Result<RoundReport> {
-    journal.in_flight.clear();
-    let before = journal.acknowledged;
     let exe = std::env::current_exe()?;
     let mut child = Command::new(exe)
         .args(["crash-writer", "--storage", &cluster.storage()])
@@ -353,6 +370,7 @@ fn compute_round(
         .arg(&cluster.compute_certs)
         .args(["--threads", &args.threads.to_string()])
         .args(["--keys-per-thread", &args.keys_per_thread.to_string()])
+        .args(["--round", &round.to_string()])
         .args(["--seed", &seed.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -362,158 +380,65 @@ fn compute_round(
         .stdout
         .take()
         .ok_or_else(|| anyhow!("no stdout from the writer"))?;
-    let shared = Arc::new(Mutex::new(std::mem::take(journal)));
+    let shared = Arc::new(SharedJournal::new(std::mem::take(journal)));
     let reader = {
         let shared = Arc::clone(&shared);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let mut parts = line.split(' ');
-                let mut journal = shared
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                match (parts.next(), parts.next(), parts.next()) {
-                    (Some("B"), Some(key), Some(op)) => {
-                        if let Some(op) = Op::parse(op) {
-                            journal.begin(key, op);
-                        }
-                    }
-                    (Some("K"), Some(key), None) => journal.ack(key),
-                    _ => {}
-                }
-            }
-        })
+        std::thread::spawn(move || shared.read_events(BufReader::new(stdout)))
     };
     // The writer connects (rebuilding its index) before it writes: time the
-    // kill from its first operation.
-    let started = std::time::Instant::now();
-    while shared
-        .lock()
-        .map(|j| j.in_flight.is_empty() && j.acknowledged == before)
-        .unwrap_or(false)
-    {
-        if started.elapsed() > Duration::from_secs(30) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    // kill from its first batch.
+    if !shared.wait_for_first_event(FIRST_BATCH_TIMEOUT) {
+        eprintln!("round {round}: the writer began no batch within {FIRST_BATCH_TIMEOUT:?}");
     }
     std::thread::sleep(Duration::from_millis(kill_after));
     child.kill().context("kill -9 of the compute node")?;
     child.wait()?;
-    let _ = reader.join();
+    reader
+        .join()
+        .map_err(|_| anyhow!("the journal reader panicked"))?;
     *journal = Arc::try_unwrap(shared)
         .map_err(|_| anyhow!("journal still shared"))?
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    verify(cluster, journal, round, "compute", kill_after, before)
+        .into_inner();
+    verify(args, cluster, journal, round, "compute", kill_after)
 }
 
 /// Checks every key through a fresh compute node and settles the journal
 /// on what is there.
 fn verify(
+    args: &CrashArgs,
     cluster: &OwnCluster,
     journal: &mut Journal,
     round: usize,
     killed: &'static str,
     kill_after: u64,
-    before: u64,
 ) -> Result<RoundReport> {
     let engine = Engine::connect(crash_engine_config(cluster)?)
         .context("connecting a fresh compute node")?;
-    let mut report = RoundReport {
-        round,
-        killed,
-        kill_after_ms: kill_after,
-        recovery_ms: None,
-        acknowledged: journal.acknowledged - before,
-        in_flight: journal.in_flight.len(),
-        verified: 0,
-        lost: 0,
-        wrong: 0,
-        resurrected: 0,
-    };
-    let keys: Vec<String> = journal
-        .acked
-        .keys()
-        .chain(journal.in_flight.keys())
-        .cloned()
-        .collect();
-    let mut settled = HashMap::new();
-    for key in keys {
-        if settled.contains_key(&key) {
-            continue;
-        }
-        let acked = journal.acked.get(&key).copied();
-        let maybe = journal.in_flight.get(&key).copied();
-        let actual = match engine.get(key.as_bytes()) {
-            Ok(value) => value.map(|v| v.to_vec()),
-            Err(e) => {
-                eprintln!("round {round}: reading {key} failed: {e}");
-                report.wrong += 1;
-                continue;
-            }
-        };
-        let expected = acked.and_then(|op| op.value(&key));
-        if actual == expected {
-            report.verified += 1;
-            if let Some(op) = acked {
-                settled.insert(key, op);
-            }
-            continue;
-        }
-        if let Some(op) = maybe
-            && actual == op.value(&key)
-        {
-            report.verified += 1;
-            settled.insert(key, op);
-            continue;
-        }
-        match (&expected, &actual) {
-            (Some(_), None) => report.lost += 1,
-            (None, Some(_)) if acked == Some(Op::Delete) => report.resurrected += 1,
-            _ => report.wrong += 1,
-        }
-        eprintln!(
-            "round {round}: key {key}: acknowledged {acked:?}, in flight {maybe:?}, read {:?} bytes",
-            actual.as_ref().map(Vec::len)
-        );
+    let outcome = journal.verify(key_space(args).keys(), |key| {
+        engine
+            .get(key.as_bytes())
+            .map(|value| value.map(|v| v.to_vec()))
+            .map_err(|e| e.to_string())
+    });
+    for failure in &outcome.failures {
+        eprintln!("round {round}: {failure}");
     }
-    journal.acked = settled;
-    journal.in_flight.clear();
-    Ok(report)
+    Ok(RoundReport::new(round, killed, kill_after, &outcome))
 }
 
 /// Body of `crash-writer`: a compute node of its own running the writers,
-/// reporting each operation on stdout before it starts (`B key op`) and
-/// after its acknowledgement (`K key`), until it is killed.
+/// reporting each batch on stdout before it starts and after its
+/// acknowledgement (see [`storage_node::crash_journal::Event`]), until it
+/// is killed.
 pub fn writer(args: WriterArgs) -> Result<()> {
     let mut config = crate::engine_config(args.storage, &args.certs)?;
     config.reconnect_wait_ms = 300;
     let engine = Engine::connect(config)?;
-    let out = Mutex::new(std::io::stdout());
-    std::thread::scope(|scope| {
-        for thread in 0..args.threads {
-            let (engine, out) = (&engine, &out);
-            scope.spawn(move || {
-                writer_loop(
-                    engine,
-                    thread,
-                    args.keys_per_thread,
-                    args.seed,
-                    None,
-                    |key, op| {
-                        let mut out = out
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        let _ = match op {
-                            Some(op) => writeln!(out, "B {key} {}", op.render()),
-                            None => writeln!(out, "K {key}"),
-                        };
-                        let _ = out.flush();
-                    },
-                );
-            });
-        }
-    });
+    let keys = KeySpace {
+        writers: args.threads,
+        keys_per_writer: args.keys_per_thread,
+    };
+    let recorder = LineRecorder::new(std::io::stdout());
+    run_writers(&engine, keys, args.round, args.seed, &recorder, None);
     Ok(())
 }

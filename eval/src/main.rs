@@ -5,7 +5,8 @@
 //!   node the evaluator starts itself, a running one (`--storage`), or any
 //!   Redis-protocol server (`--resp`).
 //! * `eval crash`: kill -9 of the storage node, or of a compute node, in the
-//!   middle of writes; nothing acknowledged may be lost.
+//!   middle of writes and batches; nothing acknowledged may be lost, and a
+//!   batch is there whole or not at all.
 
 mod crash;
 mod durability;
@@ -42,8 +43,8 @@ struct Cli {
 enum Command {
     /// Write, read in order, restart, read a moving hot region; verify all.
     Run(RunArgs),
-    /// Kill -9 the storage node or a compute node during writes; verify that
-    /// nothing acknowledged was lost.
+    /// Kill -9 the storage node or a compute node during writes and batches;
+    /// verify that nothing acknowledged was lost and no batch was torn.
     Crash(crash::CrashArgs),
     /// Write distinct keys over the Redis protocol for a while, journaling
     /// every acknowledged one (for kill tests of a deployment).

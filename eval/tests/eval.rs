@@ -233,9 +233,21 @@ fn the_crash_test_loses_nothing_acknowledged() {
             round["acknowledged"].as_u64().expect("acknowledged") > 0,
             "{round}"
         );
-        for field in ["lost", "wrong", "resurrected"] {
+        for field in ["lost", "wrong", "resurrected", "torn_batches"] {
             assert_eq!(round[field], 0, "{field} in {round}");
         }
-        assert!(round["verified"].as_u64().expect("verified") > 0);
+        assert_eq!(
+            round["verified"].as_u64().expect("verified"),
+            3 * 60,
+            "every key verified in {round}"
+        );
     }
+    let batches_at_kills: u64 = rounds
+        .iter()
+        .map(|r| r["in_flight_multi_batches"].as_u64().expect("batches"))
+        .sum();
+    assert!(
+        batches_at_kills > 0,
+        "no kill landed while a batch of several was under way"
+    );
 }

@@ -16,6 +16,7 @@
 pub mod aligned;
 mod buffer;
 pub mod config;
+pub mod crash_journal;
 pub mod disk;
 mod engine;
 pub mod error;
