@@ -142,6 +142,30 @@ fn throughput_index<S: BuildHasher + Sync>(
     (insert, lookup)
 }
 
+/// Key-log chunk of a rebuild: about 1 MiB of one-entry frames with 8-byte keys.
+const CHUNK_CHANGES: u64 = 26_214;
+
+/// Inserts through [`Index::apply_many`] a chunk at a time, as a rebuild
+/// does; returns operations per second.
+fn batched_insert<S: BuildHasher + Sync>(index: &Index<S>, threads: usize, keys: u64) -> f64 {
+    timed(threads, keys, |from, to| {
+        let mut chunk: Vec<([u8; 8], Location)> = Vec::with_capacity(CHUNK_CHANGES as usize);
+        let mut i = from;
+        while i < to {
+            chunk.clear();
+            let end = (i + CHUNK_CHANGES).min(to);
+            for j in i..end {
+                let mut key = [0u8; 8];
+                fill_key(&mut key, j);
+                chunk.push((key, location(j)));
+            }
+            let changes: Vec<(&[u8], Location)> = chunk.iter().map(|(k, l)| (&k[..], *l)).collect();
+            index.apply_many(&changes);
+            i = end;
+        }
+    })
+}
+
 fn throughput_reference(threads: usize, keys: u64) -> (f64, f64) {
     let map = RwLock::new(Reference::default());
     let insert = timed(threads, keys, |from, to| {
@@ -207,11 +231,12 @@ fn main() {
     println!();
     println!("throughput, {keys} 8-byte keys (Mops/s; hashbrown behind one RwLock)");
     println!(
-        "{:>7} {:>14} {:>14} {:>16} {:>16} {:>16}",
+        "{:>7} {:>14} {:>14} {:>16} {:>16} {:>16} {:>16}",
         "threads",
         "index insert",
         "index lookup",
         "presized insert",
+        "presized batched",
         "hashbrown insert",
         "hashbrown lookup"
     );
@@ -220,12 +245,16 @@ fn main() {
         let presized = Index::new();
         presized.reserve(keys);
         let (presized_insert, _) = throughput_index(&presized, threads, keys);
+        let batched = Index::new();
+        batched.reserve(keys);
+        let batched_insert = batched_insert(&batched, threads, keys);
         let (ref_insert, ref_lookup) = throughput_reference(threads, keys);
         println!(
-            "{threads:>7} {:>14.2} {:>14.2} {:>16.2} {:>16.2} {:>16.2}",
+            "{threads:>7} {:>14.2} {:>14.2} {:>16.2} {:>16.2} {:>16.2} {:>16.2}",
             insert / 1e6,
             lookup / 1e6,
             presized_insert / 1e6,
+            batched_insert / 1e6,
             ref_insert / 1e6,
             ref_lookup / 1e6
         );

@@ -146,7 +146,65 @@ impl<S: BuildHasher> Index<S> {
     /// panicking when a new key does not fit its shard.
     pub fn try_apply(&self, key: &[u8], location: Location) -> Result<bool, IndexError> {
         let (hash, shard) = self.hash(key);
-        let mut shard = shard.write();
+        self.apply_locked(&mut shard.write(), hash, key, location)
+    }
+
+    /// [`Index::apply`] for each change in turn, taking each shard's lock
+    /// once for all of its changes (a rebuild applies a key-log chunk at a
+    /// time this way). Returns how many changed the index.
+    ///
+    /// # Panics
+    /// As [`Index::apply`].
+    pub fn apply_many(&self, changes: &[(&[u8], Location)]) -> usize {
+        let hashes: Vec<u64> = changes
+            .iter()
+            .map(|(key, _)| self.hasher.hash_one(key))
+            .collect();
+        let mut starts = vec![0usize; SHARDS + 1];
+        for hash in &hashes {
+            starts[(hash >> SHARD_SHIFT) as usize + 1] += 1;
+        }
+        for shard in 0..SHARDS {
+            starts[shard + 1] += starts[shard];
+        }
+        let mut next = starts.clone();
+        let mut order = vec![0u32; changes.len()];
+        for (i, hash) in hashes.iter().enumerate() {
+            let shard = (hash >> SHARD_SHIFT) as usize;
+            order[next[shard]] = i as u32;
+            next[shard] += 1;
+        }
+        // Concurrent callers start at different shards rather than queue
+        // behind each other shard after shard.
+        let first = hashes
+            .first()
+            .map_or(0, |hash| (hash >> SHARD_SHIFT) as usize);
+        let mut changed = 0;
+        for step in 0..SHARDS {
+            let shard_index = (first + step) % SHARDS;
+            let run = &order[starts[shard_index]..starts[shard_index + 1]];
+            if run.is_empty() {
+                continue;
+            }
+            let mut shard = self.shards[shard_index].write();
+            for &i in run {
+                let (key, location) = changes[i as usize];
+                let applied = self
+                    .apply_locked(&mut shard, hashes[i as usize], key, location)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                changed += usize::from(applied);
+            }
+        }
+        changed
+    }
+
+    fn apply_locked(
+        &self,
+        shard: &mut Shard,
+        hash: u64,
+        key: &[u8],
+        location: Location,
+    ) -> Result<bool, IndexError> {
         let was_live = match shard.find(hash, key) {
             Some(at) => {
                 let existing = shard.location(at);

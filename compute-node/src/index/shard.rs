@@ -205,7 +205,7 @@ impl Arena {
         if self.page_starts[start_page] == NO_ENTRY {
             self.page_starts[start_page] = at as u32;
         }
-        self.write(at, &header.to_bytes());
+        self.write_header(at, header);
         self.write(at + HEADER_BYTES, &prefix[..prefix_len]);
         self.write(at + HEADER_BYTES + prefix_len, key);
         self.len = end;
@@ -214,8 +214,20 @@ impl Arena {
 
     fn header(&self, at: usize) -> Header {
         let mut bytes = [0u8; HEADER_BYTES];
-        self.read(at, &mut bytes);
+        let (page, within) = (at / PAGE_BYTES, at % PAGE_BYTES);
+        match self.pages[page].get(within..within + HEADER_BYTES) {
+            Some(stored) => bytes.copy_from_slice(stored),
+            None => self.read(at, &mut bytes),
+        }
         Header::from_bytes(bytes)
+    }
+
+    fn write_header(&mut self, at: usize, header: Header) {
+        let (page, within) = (at / PAGE_BYTES, at % PAGE_BYTES);
+        match self.pages[page].get_mut(within..within + HEADER_BYTES) {
+            Some(stored) => stored.copy_from_slice(&header.to_bytes()),
+            None => self.write(at, &header.to_bytes()),
+        }
     }
 
     fn entry(&self, at: usize) -> Entry {
@@ -252,6 +264,10 @@ impl Arena {
         if let Some(stored) = self.contiguous(entry.key_at, key.len()) {
             return stored == key;
         }
+        self.key_eq_straddling(entry, key)
+    }
+
+    fn key_eq_straddling(&self, entry: &Entry, key: &[u8]) -> bool {
         let mut at = entry.key_at;
         let mut done = 0;
         while done < key.len() {
@@ -422,7 +438,7 @@ impl Shard {
             },
             None => self.header_for(header.key_code(), &location),
         };
-        self.arena.write(at as usize, &new_header.to_bytes());
+        self.arena.write_header(at as usize, new_header);
         match (was_tombstone, location.is_tombstone()) {
             (false, true) => self.tombstones += 1,
             (true, false) => self.tombstones -= 1,

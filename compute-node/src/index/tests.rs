@@ -420,6 +420,9 @@ enum Op {
         key: usize,
         location: Location,
     },
+    ApplyMany {
+        changes: Vec<(usize, Location)>,
+    },
     Relocate {
         key: usize,
         current: bool,
@@ -464,6 +467,8 @@ fn location_strategy() -> impl Strategy<Value = Location> {
 fn op_strategy() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => (0usize..40, location_strategy()).prop_map(|(key, location)| Op::Apply { key, location }),
+        2 => proptest::collection::vec((0usize..40, location_strategy()), 0..30)
+            .prop_map(|changes| Op::ApplyMany { changes }),
         2 => (0usize..40, any::<bool>(), 0u64..1 << 41, 0u16..300).prop_map(
             |(key, current, to_offset, to_partition)| Op::Relocate { key, current, to_offset, to_partition }
         ),
@@ -485,6 +490,21 @@ fn check_against_model<S: BuildHasher>(index: Index<S>, ops: Vec<Op>) -> Result<
                     model.insert(key.clone(), location);
                 }
                 prop_assert_eq!(index.apply(key, location), newer);
+            }
+            Op::ApplyMany { changes } => {
+                let mut newer = 0;
+                for (key, location) in &changes {
+                    let key = &keys[*key];
+                    if model.get(key).is_none_or(|old| old.seq < location.seq) {
+                        model.insert(key.clone(), *location);
+                        newer += 1;
+                    }
+                }
+                let changes: Vec<(&[u8], Location)> = changes
+                    .iter()
+                    .map(|(key, l)| (&keys[*key][..], *l))
+                    .collect();
+                prop_assert_eq!(index.apply_many(&changes), newer);
             }
             Op::Relocate {
                 key,
