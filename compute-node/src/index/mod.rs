@@ -92,6 +92,27 @@ impl<T> std::ops::Deref for CacheLine<T> {
     }
 }
 
+/// What applying one location did to its key.
+#[derive(Debug, Clone, Copy)]
+struct Change {
+    applied: bool,
+    was_live: bool,
+    is_live: bool,
+}
+
+impl Change {
+    const NONE: Change = Change {
+        applied: false,
+        was_live: false,
+        is_live: false,
+    };
+
+    /// +1 if the key became live, -1 if it stopped being live.
+    fn live_delta(self) -> i64 {
+        i64::from(self.is_live) - i64::from(self.was_live)
+    }
+}
+
 /// Scan cursor layout: arena offset in the low 32 bits, shard in the next
 /// 16, the shard's compaction generation in the top 16.
 fn encode_cursor(shard: usize, at: u32, generation: u16) -> u64 {
@@ -146,7 +167,9 @@ impl<S: BuildHasher> Index<S> {
     /// panicking when a new key does not fit its shard.
     pub fn try_apply(&self, key: &[u8], location: Location) -> Result<bool, IndexError> {
         let (hash, shard) = self.hash(key);
-        self.apply_locked(&mut shard.write(), hash, key, location)
+        let change = self.apply_locked(&mut shard.write(), hash, key, location)?;
+        self.count_live(change.live_delta());
+        Ok(change.applied)
     }
 
     /// [`Index::apply`] for each change in turn, taking each shard's lock
@@ -180,6 +203,9 @@ impl<S: BuildHasher> Index<S> {
             .first()
             .map_or(0, |hash| (hash >> SHARD_SHIFT) as usize);
         let mut changed = 0;
+        // Counted once per batch: one shared counter updated per change
+        // would bounce its cache line between the threads of a rebuild.
+        let mut live_delta = 0i64;
         for step in 0..SHARDS {
             let shard_index = (first + step) % SHARDS;
             let run = &order[starts[shard_index]..starts[shard_index + 1]];
@@ -189,12 +215,14 @@ impl<S: BuildHasher> Index<S> {
             let mut shard = self.shards[shard_index].write();
             for &i in run {
                 let (key, location) = changes[i as usize];
-                let applied = self
+                let change = self
                     .apply_locked(&mut shard, hashes[i as usize], key, location)
                     .unwrap_or_else(|e| panic!("{e}"));
-                changed += usize::from(applied);
+                changed += usize::from(change.applied);
+                live_delta += change.live_delta();
             }
         }
+        self.count_live(live_delta);
         changed
     }
 
@@ -204,12 +232,12 @@ impl<S: BuildHasher> Index<S> {
         hash: u64,
         key: &[u8],
         location: Location,
-    ) -> Result<bool, IndexError> {
+    ) -> Result<Change, IndexError> {
         let was_live = match shard.find(hash, key) {
             Some(at) => {
                 let existing = shard.location(at);
                 if existing.seq >= location.seq {
-                    return Ok(false);
+                    return Ok(Change::NONE);
                 }
                 shard.set_location(at, location);
                 !existing.is_tombstone()
@@ -219,16 +247,17 @@ impl<S: BuildHasher> Index<S> {
                 false
             }
         };
-        self.count_change(was_live, !location.is_tombstone());
-        Ok(true)
+        Ok(Change {
+            applied: true,
+            was_live,
+            is_live: !location.is_tombstone(),
+        })
     }
 
-    fn count_change(&self, was_live: bool, is_live: bool) {
-        match (was_live, is_live) {
-            (false, true) => self.live_keys.fetch_add(1, Ordering::Relaxed),
-            (true, false) => self.live_keys.fetch_sub(1, Ordering::Relaxed),
-            _ => 0,
-        };
+    fn count_live(&self, delta: i64) {
+        if delta != 0 {
+            self.live_keys.fetch_add(delta as u64, Ordering::Relaxed);
+        }
     }
 
     /// Moves `key` from `from` to `to` (a relocation by garbage collection)
@@ -245,7 +274,12 @@ impl<S: BuildHasher> Index<S> {
             return false;
         }
         shard.set_location(at, to);
-        self.count_change(!existing.is_tombstone(), !to.is_tombstone());
+        let change = Change {
+            applied: true,
+            was_live: !existing.is_tombstone(),
+            is_live: !to.is_tombstone(),
+        };
+        self.count_live(change.live_delta());
         true
     }
 
