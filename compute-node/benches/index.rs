@@ -55,8 +55,11 @@ fn memory_case(structure: &str, key_len: usize, keys: u64) {
     let before = rss_bytes();
     let mut key = vec![0xabu8; key_len];
     match structure {
-        "index" => {
+        "index" | "index-presized" => {
             let index = Index::new();
+            if structure == "index-presized" {
+                index.reserve(keys);
+            }
             for i in 0..keys {
                 fill_key(&mut key, i);
                 index.apply(&key, location(i));
@@ -223,8 +226,9 @@ fn main() {
             )
         };
         let index = show(run_memory_case("index", key_len, keys));
+        let presized = show(run_memory_case("index-presized", key_len, keys));
         let reference = show(run_memory_case("hashbrown", key_len, keys));
-        println!("{key_len:>9} {keys:>9} {index:>22} {reference:>22}");
+        println!("{key_len:>9} {keys:>9} {index:>22} {presized:>22} {reference:>22}");
     }
 
     let keys = if quick { mebi / 4 } else { mebi };

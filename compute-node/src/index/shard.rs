@@ -11,7 +11,7 @@
 //! **Table.** One control byte (a 7-bit tag of the hash, or [`EMPTY`]) and
 //! one `u32` arena offset per slot, probed linearly in groups of eight
 //! control bytes compared at once. Its capacity is any number of slots (the
-//! home slot is a multiply-shift of the hash), so it grows by a quarter at a
+//! home slot is a multiply-shift of the hash), so it grows by an eighth at a
 //! time rather than doubling, and a shard's growth copies only that shard's
 //! slots (4 + 1 bytes each). Entries are never removed from the table
 //! except by compaction, which rebuilds it, so a probe ends at the first
