@@ -200,10 +200,10 @@ impl<S: BuildHasher> Index<S> {
             starts[shard + 1] += starts[shard];
         }
         let mut next = starts.clone();
-        let mut order = vec![0u32; changes.len()];
+        let mut order = vec![0usize; changes.len()];
         for (i, hash) in hashes.iter().enumerate() {
             let shard = (hash >> SHARD_SHIFT) as usize;
-            order[next[shard]] = i as u32;
+            order[next[shard]] = i;
             next[shard] += 1;
         }
         // Concurrent callers start at different shards rather than queue
@@ -223,9 +223,9 @@ impl<S: BuildHasher> Index<S> {
             }
             let mut shard = self.shards[shard_index].write();
             for &i in run {
-                let (key, location) = changes[i as usize];
+                let (key, location) = changes[i];
                 let change = self
-                    .apply_locked(&mut shard, hashes[i as usize], key, location)
+                    .apply_locked(&mut shard, hashes[i], key, location)
                     .unwrap_or_else(|e| panic!("{e}"));
                 changed += usize::from(change.applied);
                 live_delta += change.live_delta();
