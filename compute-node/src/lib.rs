@@ -6,7 +6,7 @@
 pub mod config;
 mod engine;
 pub mod error;
-mod index;
+pub mod index;
 mod ops;
 mod rebuild;
 pub mod resp;

@@ -25,13 +25,23 @@ struct Merged {
     value_end: u64,
 }
 
-/// Applies every entry of a run of key-log frames to the index.
+/// Key-log bytes of a one-entry frame with an 8-byte key, the smallest
+/// common entry: a rebuild pre-sizes the index for the key logs' total
+/// bytes divided by this (a log with longer keys or batches is estimated
+/// short and the index grows the rest of the way; one full of overwrites is
+/// estimated long, and the tables shrink again when tombstones are dropped).
+const PRESIZE_ENTRY_BYTES: u64 =
+    (record::FRAME_HEADER_BYTES + record::ENTRY_HEADER_BYTES + 8) as u64;
+
+/// Applies every entry of a run of key-log frames to the index, a chunk at
+/// a time (each shard locked once per chunk).
 fn merge_frames(
     inner: &Inner,
     partition: usize,
     frames: &Bytes,
     merged: &mut Merged,
 ) -> Result<(), ClientError> {
+    let mut changes = Vec::with_capacity(frames.len() / PRESIZE_ENTRY_BYTES as usize);
     let mut at = 0;
     while at < frames.len() {
         let (frame, used) = record::decode_frame(&frames[at..]).map_err(|e| {
@@ -54,11 +64,12 @@ fn merge_frames(
                     }
                     EntryKind::Delete => Location::tombstone(entry.seq, partition as u16),
                 };
-                inner.index.apply(entry.key, location);
+                changes.push((entry.key, location));
             }
         }
         at += used;
     }
+    inner.index.apply_many(&changes);
     Ok(())
 }
 
@@ -79,6 +90,7 @@ async fn pull(inner: &Arc<Inner>, partition: usize, from_seq: u64) -> Result<Mer
 /// Rebuilds the index from every partition's key log, in parallel, then
 /// drops the tombstones.
 pub(crate) async fn rebuild_index(inner: &Arc<Inner>) -> Result<()> {
+    presize(inner).await;
     let pulls: Vec<_> = (0..inner.partitions())
         .map(|partition| {
             let inner = Arc::clone(inner);
@@ -92,6 +104,23 @@ pub(crate) async fn rebuild_index(inner: &Arc<Inner>) -> Result<()> {
     let dropped = inner.index.drop_tombstones();
     tracing::debug!(dropped, "tombstones dropped after the rebuild");
     Ok(())
+}
+
+/// Reserves index room for the keys the storage node's key logs hold, as
+/// estimated from their lengths; without the node's stats the index grows
+/// as keys arrive.
+async fn presize(inner: &Inner) {
+    let report = match inner.client.stats() {
+        Ok(call) => call.wait().await,
+        Err(e) => Err(e),
+    };
+    match report {
+        Ok(report) => {
+            let log_bytes: u64 = report.partitions.iter().map(|p| p.keylog_end).sum();
+            inner.index.reserve(log_bytes / PRESIZE_ENTRY_BYTES);
+        }
+        Err(e) => tracing::debug!("no stats to pre-size the index from: {e}"),
+    }
 }
 
 /// After the connection of `partition` comes back, pulls its key log past the

@@ -1,0 +1,573 @@
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Barrier;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn put(seq: u64, offset: u64) -> Location {
+    Location {
+        seq,
+        offset,
+        len: 100,
+        partition: 1,
+    }
+}
+
+/// Every live key and its location, through the scan.
+fn scan_all<S: BuildHasher>(index: &Index<S>, count: usize) -> Vec<(Vec<u8>, Location)> {
+    let mut seen = Vec::new();
+    let mut cursor = 0;
+    loop {
+        cursor = index.scan(cursor, count, |key, location| {
+            seen.push((key.to_vec(), *location))
+        });
+        if cursor == 0 {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn the_highest_sequence_wins_whatever_the_order() {
+    let index = Index::new();
+    assert!(index.apply(b"k", put(5, 10)));
+    assert!(
+        !index.apply(b"k", put(3, 20)),
+        "an older version never replaces a newer one"
+    );
+    assert_eq!(index.get(b"k"), Some(put(5, 10)));
+    assert!(index.apply(b"k", Location::tombstone(7, 2)));
+    assert!(
+        !index.apply(b"k", put(6, 30)),
+        "a delete is not undone by an older put"
+    );
+    assert!(index.get(b"k").expect("entry").is_tombstone());
+    assert_eq!(index.live_keys(), 0, "a deleted key is not counted");
+    assert!(index.apply(b"k", put(9, 40)));
+    assert_eq!(index.get(b"k"), Some(put(9, 40)));
+    assert_eq!(index.live_keys(), 1);
+}
+
+#[test]
+fn the_live_key_count_follows_every_change() {
+    let index = Index::new();
+    let changes: [(&[u8], Location); 7] = [
+        (b"a", put(1, 0)),
+        (b"b", put(2, 0)),
+        (b"a", put(3, 0)),
+        (b"b", Location::tombstone(4, 0)),
+        (b"c", Location::tombstone(5, 0)),
+        (b"b", Location::tombstone(6, 0)),
+        (b"c", put(7, 0)),
+    ];
+    for (key, location) in changes {
+        index.apply(key, location);
+        assert_eq!(index.live_keys(), index.stats().live_keys);
+    }
+    assert_eq!(index.live_keys(), 2);
+    index.drop_tombstones();
+    assert_eq!(index.live_keys(), 2);
+}
+
+#[test]
+fn keys_of_every_length_are_stored_and_found() {
+    let index = Index::new();
+    let lengths = [0usize, 1, 23, 126, 127, 128, 255, 1024, 5000, 70_000];
+    for (seq, &len) in lengths.iter().enumerate() {
+        let key: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        assert!(index.apply(&key, put(seq as u64 + 1, len as u64)));
+    }
+    for (seq, &len) in lengths.iter().enumerate() {
+        let key: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        assert_eq!(
+            index.get(&key),
+            Some(put(seq as u64 + 1, len as u64)),
+            "{len}"
+        );
+        let mut near = key.clone();
+        near.push(0xff);
+        assert_eq!(index.get(&near), None, "{len} + 1 bytes");
+    }
+    let mut lengths_seen: Vec<usize> = scan_all(&index, 3).iter().map(|(k, _)| k.len()).collect();
+    lengths_seen.sort_unstable();
+    assert_eq!(lengths_seen, lengths);
+}
+
+#[test]
+fn locations_too_wide_to_pack_are_kept_whole() {
+    let index = Index::new();
+    let wide = Location {
+        seq: u64::MAX - 1,
+        offset: u64::MAX,
+        len: u32::MAX,
+        partition: u16::MAX,
+    };
+    assert!(index.apply(b"wide", put(1, 1)));
+    assert!(index.apply(b"wide", wide));
+    assert_eq!(index.get(b"wide"), Some(wide));
+    assert!(
+        !index.apply(b"wide", put(PACKED_MAX_SEQ, 0)),
+        "a packed seq below a wide one loses"
+    );
+    let newest = Location {
+        seq: u64::MAX,
+        ..put(0, 7)
+    };
+    assert!(index.apply(b"wide", newest));
+    assert_eq!(index.get(b"wide"), Some(newest));
+    assert!(index.apply(b"other", Location::tombstone(PACKED_MAX_SEQ + 1, 300)));
+    assert_eq!(
+        index.get(b"other"),
+        Some(Location::tombstone(PACKED_MAX_SEQ + 1, 300))
+    );
+    assert_eq!(index.stats().tombstones, 1);
+    assert_eq!(index.drop_tombstones(), 1);
+    assert_eq!(
+        index.get(b"wide"),
+        Some(newest),
+        "compaction keeps wide locations"
+    );
+}
+
+#[test]
+fn dropping_tombstones_keeps_live_keys() {
+    let index = Index::new();
+    index.apply(b"a", put(1, 0));
+    index.apply(b"b", Location::tombstone(2, 0));
+    assert_eq!(index.stats().tombstones, 1);
+    assert_eq!(index.drop_tombstones(), 1);
+    let stats = index.stats();
+    assert_eq!((stats.live_keys, stats.tombstones), (1, 0));
+    assert!(index.get(b"b").is_none());
+    assert_eq!(index.get(b"a"), Some(put(1, 0)));
+}
+
+#[test]
+fn a_relocation_applies_only_to_the_place_it_moves_from() {
+    let index = Index::new();
+    let old = put(5, 100);
+    let moved = put(5, 9000);
+    index.apply(b"k", old);
+    assert!(!index.relocate(b"k", put(5, 101), moved), "other offset");
+    assert!(
+        !index.relocate(
+            b"k",
+            Location {
+                partition: 2,
+                ..old
+            },
+            moved
+        ),
+        "other partition"
+    );
+    assert!(!index.relocate(b"k", put(4, 100), moved), "other seq");
+    assert!(
+        !index.relocate(b"k", old, put(4, 9000)),
+        "a relocation never lowers the seq"
+    );
+    assert!(!index.relocate(b"absent", old, moved));
+    assert_eq!(index.get(b"k"), Some(old));
+    assert!(index.relocate(b"k", old, moved));
+    assert_eq!(index.get(b"k"), Some(moved));
+    index.apply(b"k", put(6, 50));
+    assert!(
+        !index.relocate(b"k", moved, put(5, 1)),
+        "a relocation of a superseded version is ignored"
+    );
+    assert_eq!(index.get(b"k"), Some(put(6, 50)));
+}
+
+#[test]
+fn a_random_key_is_a_live_key() {
+    let index = Index::new();
+    assert_eq!(index.random_key(7), None);
+    index.apply(b"gone", Location::tombstone(1, 0));
+    assert_eq!(index.random_key(7), None, "a tombstone is no key");
+    for i in 0..100u64 {
+        index.apply(&i.to_le_bytes(), put(i + 2, i));
+    }
+    let mut seen = HashSet::new();
+    for random in 0..200u64 {
+        let (key, location) = index
+            .random_key(random.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .expect("a key");
+        assert_eq!(index.get(&key), Some(location));
+        assert!(!location.is_tombstone());
+        seen.insert(key);
+    }
+    assert!(seen.len() > 10, "only {} distinct keys", seen.len());
+}
+
+#[test]
+fn any_cursor_is_accepted_and_yields_only_stored_keys() {
+    let index = Index::with_hasher(Colliding);
+    let mut stored = HashSet::new();
+    for i in 0..3000u64 {
+        let key = format!("key:{i}:{}", "x".repeat((i % 90) as usize)).into_bytes();
+        index.apply(&key, put(i + 1, i));
+        stored.insert(key);
+    }
+    let cursors = [
+        1u64,
+        17,
+        4095,
+        4096,
+        4097,
+        100_000,
+        1 << 32,
+        (1 << 32) | 33,
+        u64::MAX,
+        0xdead_beef,
+    ];
+    for cursor in cursors {
+        let mut keys = 0;
+        index.scan(cursor, 50, |key, location| {
+            assert!(
+                stored.contains(key),
+                "cursor {cursor:#x} gave a key never stored"
+            );
+            assert_eq!(location.len, 100);
+            keys += 1;
+        });
+        assert!(keys <= 50);
+    }
+}
+
+/// A hasher that sends every key to the same shard, tag and slot.
+#[derive(Clone, Default)]
+struct Colliding;
+
+impl BuildHasher for Colliding {
+    type Hasher = CollidingHasher;
+    fn build_hasher(&self) -> CollidingHasher {
+        CollidingHasher(0)
+    }
+}
+
+struct CollidingHasher(u64);
+
+impl Hasher for CollidingHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _bytes: &[u8]) {}
+}
+
+/// A hasher whose hashes differ but share one tag (the bits that the
+/// control byte keeps).
+#[derive(Clone, Default)]
+struct SameTag(DefaultHasher);
+
+impl BuildHasher for SameTag {
+    type Hasher = SameTagHasher;
+    fn build_hasher(&self) -> SameTagHasher {
+        SameTagHasher(self.0.build_hasher())
+    }
+}
+
+struct SameTagHasher(<DefaultHasher as BuildHasher>::Hasher);
+
+impl Hasher for SameTagHasher {
+    fn finish(&self) -> u64 {
+        (self.0.finish() & !(0x7f << 49)) | (0x2a << 49)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.write(bytes)
+    }
+}
+
+fn exact_answers_under<S: BuildHasher>(index: Index<S>, keys: u64) {
+    for i in 0..keys {
+        let key = format!("k{i}");
+        assert!(index.apply(key.as_bytes(), put(i + 1, i)));
+    }
+    for i in 0..keys {
+        let key = format!("k{i}");
+        assert_eq!(index.get(key.as_bytes()), Some(put(i + 1, i)), "{key}");
+        assert_eq!(index.get(format!("x{i}").as_bytes()), None);
+    }
+    for i in (0..keys).step_by(3) {
+        index.apply(
+            format!("k{i}").as_bytes(),
+            Location::tombstone(keys + i + 1, 0),
+        );
+    }
+    index.drop_tombstones();
+    for i in 0..keys {
+        let expected = (i % 3 != 0).then_some(put(i + 1, i));
+        assert_eq!(index.get(format!("k{i}").as_bytes()), expected);
+    }
+    let scanned: HashSet<Vec<u8>> = scan_all(&index, 7).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(scanned.len() as u64, keys - keys.div_ceil(3));
+}
+
+#[test]
+fn keys_whose_hashes_collide_get_exact_answers() {
+    exact_answers_under(Index::with_hasher(Colliding), 2000);
+}
+
+#[test]
+fn keys_that_share_a_tag_get_exact_answers() {
+    exact_answers_under(Index::with_hasher(SameTag::default()), 50_000);
+}
+
+#[test]
+fn concurrent_writers_and_a_scan_miss_no_key() {
+    let index = Index::new();
+    let before = 20_000u64;
+    for i in 0..before {
+        index.apply(&i.to_be_bytes(), put(i + 1, i));
+    }
+    let start = Barrier::new(3);
+    let scanned = std::thread::scope(|scope| {
+        for writer in 0..2u64 {
+            let (index, start) = (&index, &start);
+            scope.spawn(move || {
+                start.wait();
+                // Both writers put every new key, with interleaved seqs, so
+                // every key sees out-of-order arrivals.
+                for i in before..before * 4 {
+                    let seq = 2 * i + writer;
+                    index.apply(&i.to_be_bytes(), put(seq, seq));
+                }
+            });
+        }
+        let (index, start) = (&index, &start);
+        scope
+            .spawn(move || {
+                start.wait();
+                let mut seen = HashSet::new();
+                let mut cursor = 0;
+                loop {
+                    cursor = index.scan(cursor, 100, |key, _| {
+                        seen.insert(key.to_vec());
+                    });
+                    if cursor == 0 {
+                        return seen;
+                    }
+                }
+            })
+            .join()
+            .expect("scanner")
+    });
+    for i in 0..before {
+        assert!(scanned.contains(&i.to_be_bytes()[..]), "key {i} missed");
+    }
+    for i in before..before * 4 {
+        let seq = 2 * i + 1;
+        assert_eq!(index.get(&i.to_be_bytes()), Some(put(seq, seq)));
+    }
+    assert_eq!(index.live_keys(), before * 4);
+    assert_eq!(index.stats().live_keys, before * 4);
+}
+
+/// Index bytes per key after inserting `keys` keys of `key_len` bytes.
+fn bytes_per_key(keys: u64, key_len: usize, reserve: bool) -> f64 {
+    let index = Index::new();
+    if reserve {
+        index.reserve(keys);
+    }
+    let mut key = vec![0u8; key_len];
+    for i in 0..keys {
+        let n = key_len.min(8);
+        key[..n].copy_from_slice(&i.to_le_bytes()[..n]);
+        index.apply(&key, put(i + 1, i * 40));
+    }
+    let stats = index.stats();
+    assert_eq!(stats.live_keys, keys);
+    stats.memory_bytes as f64 / keys as f64
+}
+
+#[test]
+fn a_mebi_keys_of_8_bytes_take_at_most_32_bytes_each() {
+    for reserve in [false, true] {
+        let per_key = bytes_per_key(1 << 20, 8, reserve);
+        assert!(
+            per_key <= 32.0,
+            "{per_key:.1} bytes per key (reserve {reserve})"
+        );
+    }
+}
+
+#[test]
+fn a_mebi_keys_take_at_most_their_length_plus_24_bytes_each() {
+    for key_len in [4usize, 16, 40, 100, 126] {
+        let per_key = bytes_per_key(1 << 20, key_len, false);
+        assert!(
+            per_key <= key_len as f64 + 24.0,
+            "{key_len}-byte keys: {per_key:.2} bytes per key"
+        );
+    }
+}
+
+#[test]
+fn a_mebi_keys_of_127_bytes_or_more_take_at_most_their_length_plus_27_bytes_each() {
+    // Keys this long carry a LEB128 length (1 or 2 bytes) after the header.
+    for key_len in [127usize, 300] {
+        let per_key = bytes_per_key(1 << 20, key_len, false);
+        assert!(
+            per_key <= key_len as f64 + 27.0,
+            "{key_len}-byte keys: {per_key:.2} bytes per key"
+        );
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Apply {
+        key: usize,
+        location: Location,
+    },
+    ApplyMany {
+        changes: Vec<(usize, Location)>,
+    },
+    Relocate {
+        key: usize,
+        current: bool,
+        to_offset: u64,
+        to_partition: u16,
+    },
+    Get {
+        key: usize,
+    },
+    Scan {
+        count: usize,
+    },
+    DropTombstones,
+}
+
+/// A pool of keys of varied lengths, some straddling arena pages once
+/// enough of them are stored.
+fn key_pool() -> Vec<Vec<u8>> {
+    (0..40usize)
+        .map(|i| {
+            let len = [1, 3, 8, 16, 126, 127, 200, 1100][i % 8];
+            (0..len).map(|b| (b * 7 + i) as u8).collect()
+        })
+        .collect()
+}
+
+fn location_strategy() -> impl Strategy<Value = Location> {
+    (
+        prop_oneof![9 => 1u64..200, 1 => (PACKED_MAX_SEQ - 5)..(PACKED_MAX_SEQ + 5)],
+        prop_oneof![9 => 0u64..1 << 20, 1 => Just(PACKED_MAX_OFFSET + 1)],
+        prop_oneof![2 => Just(0u32), 7 => 20u32..5000, 1 => Just(PACKED_MAX_LEN + 1)],
+        prop_oneof![9 => 0u16..16, 1 => Just(PACKED_MAX_PARTITION + 1)],
+    )
+        .prop_map(|(seq, offset, len, partition)| Location {
+            seq,
+            offset,
+            len,
+            partition,
+        })
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0usize..40, location_strategy()).prop_map(|(key, location)| Op::Apply { key, location }),
+        2 => proptest::collection::vec((0usize..40, location_strategy()), 0..30)
+            .prop_map(|changes| Op::ApplyMany { changes }),
+        2 => (0usize..40, any::<bool>(), 0u64..1 << 41, 0u16..300).prop_map(
+            |(key, current, to_offset, to_partition)| Op::Relocate { key, current, to_offset, to_partition }
+        ),
+        3 => (0usize..40).prop_map(|key| Op::Get { key }),
+        1 => (1usize..20).prop_map(|count| Op::Scan { count }),
+        1 => Just(Op::DropTombstones),
+    ]
+}
+
+fn check_against_model<S: BuildHasher>(index: Index<S>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let keys = key_pool();
+    let mut model: HashMap<Vec<u8>, Location> = HashMap::new();
+    for op in ops {
+        match op {
+            Op::Apply { key, location } => {
+                let key = &keys[key];
+                let newer = model.get(key).is_none_or(|old| old.seq < location.seq);
+                if newer {
+                    model.insert(key.clone(), location);
+                }
+                prop_assert_eq!(index.apply(key, location), newer);
+            }
+            Op::ApplyMany { changes } => {
+                let mut newer = 0;
+                for (key, location) in &changes {
+                    let key = &keys[*key];
+                    if model.get(key).is_none_or(|old| old.seq < location.seq) {
+                        model.insert(key.clone(), *location);
+                        newer += 1;
+                    }
+                }
+                let changes: Vec<(&[u8], Location)> = changes
+                    .iter()
+                    .map(|(key, l)| (&keys[*key][..], *l))
+                    .collect();
+                prop_assert_eq!(index.apply_many(&changes), newer);
+            }
+            Op::Relocate {
+                key,
+                current,
+                to_offset,
+                to_partition,
+            } => {
+                let key = &keys[key];
+                let from = match (current, model.get(key)) {
+                    (true, Some(location)) => *location,
+                    _ => put(3, to_offset / 2),
+                };
+                let to = Location {
+                    offset: to_offset,
+                    partition: to_partition,
+                    ..from
+                };
+                let moves = model.get(key).is_some_and(|l| l.same_place(&from));
+                if moves {
+                    model.insert(key.clone(), to);
+                }
+                prop_assert_eq!(index.relocate(key, from, to), moves);
+            }
+            Op::Get { key } => {
+                prop_assert_eq!(index.get(&keys[key]), model.get(&keys[key]).copied());
+            }
+            Op::Scan { count } => {
+                let mut scanned = scan_all(&index, count);
+                scanned.sort_by(|a, b| a.0.cmp(&b.0));
+                let mut live: Vec<(Vec<u8>, Location)> = model
+                    .iter()
+                    .filter(|(_, l)| !l.is_tombstone())
+                    .map(|(k, l)| (k.clone(), *l))
+                    .collect();
+                live.sort_by(|a, b| a.0.cmp(&b.0));
+                prop_assert_eq!(scanned, live);
+            }
+            Op::DropTombstones => {
+                let tombstones = model.values().filter(|l| l.is_tombstone()).count() as u64;
+                model.retain(|_, l| !l.is_tombstone());
+                prop_assert_eq!(index.drop_tombstones(), tombstones);
+            }
+        }
+        let live = model.values().filter(|l| !l.is_tombstone()).count() as u64;
+        prop_assert_eq!(index.live_keys(), live);
+        let stats = index.stats();
+        prop_assert_eq!(stats.live_keys, live);
+        prop_assert_eq!(stats.tombstones, model.len() as u64 - live);
+    }
+    for (key, location) in &model {
+        prop_assert_eq!(index.get(key), Some(*location));
+    }
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn the_index_answers_like_a_hash_map(ops in proptest::collection::vec(op_strategy(), 1..300)) {
+        check_against_model(Index::new(), ops)?;
+    }
+
+    #[test]
+    fn a_colliding_index_answers_like_a_hash_map(ops in proptest::collection::vec(op_strategy(), 1..300)) {
+        check_against_model(Index::with_hasher(Colliding), ops)?;
+    }
+}
