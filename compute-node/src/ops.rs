@@ -69,18 +69,40 @@ enum FromWindows {
     Miss,
 }
 
+/// A written value for the value cache.
+enum Cacheable<'a> {
+    /// To be copied into a buffer of its own.
+    Borrowed(&'a [u8]),
+    /// Already in a buffer of its own.
+    Owned(Bytes),
+}
+
 impl Inner {
-    fn record_put(&self, partition: usize, key: &[u8], value_len: usize, ack: WriteAck) {
+    /// Records an acknowledged put in the index, then in the value cache
+    /// (`value`, when the cache takes values of its size): from the index
+    /// change on, no read returns an older version.
+    fn record_put(
+        &self,
+        partition: usize,
+        key: &[u8],
+        value_len: usize,
+        value: Option<Cacheable<'_>>,
+        ack: WriteAck,
+    ) {
         let len = record::value_record_len(key.len(), value_len);
-        self.index.apply(
-            key,
-            Location {
-                seq: ack.seq,
-                offset: ack.offset,
-                len: len as u32,
-                partition: partition as u16,
-            },
-        );
+        let location = Location {
+            seq: ack.seq,
+            offset: ack.offset,
+            len: len as u32,
+            partition: partition as u16,
+        };
+        if self.index.apply(key, location) {
+            match value {
+                Some(Cacheable::Borrowed(value)) => self.cache.insert(key, location, value),
+                Some(Cacheable::Owned(value)) => self.cache.insert_owned(key, location, value),
+                None => self.cache.remove(key, ack.seq),
+            }
+        }
         self.note_acked(partition, ack.seq);
         self.windows[partition].note_committed_end(ack.offset + len as u64);
         self.counters.puts.fetch_add(1, Ordering::Relaxed);
@@ -101,7 +123,11 @@ impl Inner {
             ))));
         }
         for ((key, value), ack) in items.iter().zip(acks) {
-            self.record_put(partition, key, value.len(), ack);
+            let cached = self
+                .cache
+                .admits(value.len())
+                .then_some(Cacheable::Borrowed(value));
+            self.record_put(partition, key, value.len(), cached, ack);
         }
         Ok(())
     }
@@ -109,6 +135,7 @@ impl Inner {
     fn record_delete(&self, partition: usize, key: &[u8], ack: WriteAck) {
         self.index
             .apply(key, Location::tombstone(ack.seq, partition as u16));
+        self.cache.remove(key, ack.seq);
         self.note_acked(partition, ack.seq);
         self.counters.deletes.fetch_add(1, Ordering::Relaxed);
     }
@@ -178,6 +205,23 @@ impl Inner {
                 self.miss();
                 FromWindows::Miss
             }
+        }
+    }
+
+    /// `key`'s value from the value cache, if it holds the version at
+    /// `location`.
+    fn cached_value(&self, key: &[u8], location: &Location) -> Option<Bytes> {
+        let value = self.cache.get(key, location)?;
+        self.hit();
+        Some(value)
+    }
+
+    /// Caches a value read from the storage node, if the index still names
+    /// the record it came from (a newer write may have been acknowledged
+    /// meanwhile; the cache then keeps the newer version).
+    fn fill_cache(&self, key: &[u8], location: &Location, value: &[u8]) {
+        if self.cache.admits(value.len()) && self.index.get(key) == Some(*location) {
+            self.cache.insert(key, *location, value);
         }
     }
 
@@ -365,6 +409,9 @@ impl Engine {
         let Some(location) = inner.resolve(key)? else {
             return Ok(None);
         };
+        if let Some(value) = inner.cached_value(key, &location) {
+            return Ok(Some(value));
+        }
         match inner.from_windows(key, &location) {
             FromWindows::Value(value) => return Ok(Some(value)),
             FromWindows::Wait { id } => {
@@ -376,7 +423,9 @@ impl Engine {
             FromWindows::Miss => {}
         }
         let bytes = inner.point_read(&location).await?.wait().await?;
-        value_of(key, &location, &bytes).map(Some)
+        let value = value_of(key, &location, &bytes)?;
+        inner.fill_cache(key, &location, &value);
+        Ok(Some(value))
     }
 
     /// The values of `keys`, in order; the first error fails the batch.
@@ -405,6 +454,10 @@ impl Engine {
                     continue;
                 }
             };
+            if let Some(value) = inner.cached_value(key, &location) {
+                pending.push(BatchRead::Done(Ok(Some(value))));
+                continue;
+            }
             pending.push(match inner.from_windows(key, &location) {
                 FromWindows::Value(value) => BatchRead::Done(Ok(Some(value))),
                 _ => match inner.point_read(&location).await {
@@ -418,7 +471,11 @@ impl Engine {
             values.push(match slot {
                 BatchRead::Done(done) => done,
                 BatchRead::Remote(location, call) => match call.wait().await {
-                    Ok(bytes) => value_of(key, &location, &bytes).map(Some),
+                    Ok(bytes) => value_of(key, &location, &bytes)
+                        .inspect(|value| {
+                            inner.fill_cache(key, &location, value);
+                        })
+                        .map(Some),
                     Err(e) => Err(e.into()),
                 },
             });
@@ -440,6 +497,9 @@ pub struct PendingPut<K> {
     partition: usize,
     key: K,
     value_len: usize,
+    /// A copy of the value for the value cache, if it takes values of its
+    /// size.
+    cached: Option<Bytes>,
     call: Call<WriteAck>,
 }
 
@@ -460,10 +520,15 @@ impl Engine {
             inner.client.put(partition, key.as_ref(), value)
         })
         .await?;
+        let cached = inner
+            .cache
+            .admits(value.len())
+            .then(|| Bytes::copy_from_slice(value));
         Ok(PendingPut {
             partition,
             key,
             value_len: value.len(),
+            cached,
             call,
         })
     }
@@ -475,6 +540,7 @@ impl Engine {
             pending.partition,
             pending.key.as_ref(),
             pending.value_len,
+            pending.cached.map(Cacheable::Owned),
             ack,
         );
         Ok(())
