@@ -5,9 +5,10 @@
 //! A write is acknowledged to the caller only after the storage node has
 //! acknowledged it; the acknowledgement's sequence number and offset update
 //! the index, which never moves a key to a lower sequence number. A read
-//! resolves the key in the index, then takes the record from a window (a
-//! hit) or from the storage node, and checks its checksum, key and sequence
-//! number before returning the value.
+//! resolves the key in the index, then takes the value from the value cache
+//! or the record from a ready window (a hit), or reads the record from the
+//! storage node (never waiting for a window on its way), and checks a
+//! record's checksum, key and sequence number before returning its value.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -63,9 +64,8 @@ fn value_of(key: &[u8], location: &Location, bytes: &Bytes) -> Result<Bytes> {
 enum FromWindows {
     /// The value, from a window (a hit).
     Value(Bytes),
-    /// A window holding the record is on its way: wait for fetch `id`.
-    Wait { id: u64 },
-    /// No window holds the record: read it on its own.
+    /// No ready window holds the record (one may be on its way): read it
+    /// on its own.
     Miss,
 }
 
@@ -197,10 +197,6 @@ impl Inner {
                 self.miss();
                 FromWindows::Miss
             }
-            Lookup::Wait { id } => {
-                self.miss();
-                FromWindows::Wait { id }
-            }
             Lookup::PointRead => {
                 self.miss();
                 FromWindows::Miss
@@ -223,14 +219,6 @@ impl Inner {
         if self.cache.admits(value.len()) && self.index.get(key) == Some(*location) {
             self.cache.insert(key, *location, value);
         }
-    }
-
-    /// After waiting for a fetch: `key`'s value if the window that arrived
-    /// holds it intact.
-    fn after_wait(&self, key: &[u8], location: &Location) -> Option<Bytes> {
-        let bytes = self.windows[location.partition as usize]
-            .peek(location.offset, u64::from(location.len))?;
-        verify(key, location, &bytes).ok()
     }
 
     /// Sends a read of the record at `location` on its own.
@@ -402,8 +390,9 @@ impl Engine {
         self.block(self.get_async(key))
     }
 
-    /// The value of `key`, `None` if it has none: from a window (waiting
-    /// for one on its way) or read on its own.
+    /// The value of `key`, `None` if it has none: from the value cache, a
+    /// ready window, or read on its own (never waiting for a window on its
+    /// way).
     pub async fn get_async(&self, key: &[u8]) -> Result<Option<Bytes>> {
         let inner = &self.inner;
         let Some(location) = inner.resolve(key)? else {
@@ -412,15 +401,8 @@ impl Engine {
         if let Some(value) = inner.cached_value(key, &location) {
             return Ok(Some(value));
         }
-        match inner.from_windows(key, &location) {
-            FromWindows::Value(value) => return Ok(Some(value)),
-            FromWindows::Wait { id } => {
-                inner.windows[location.partition as usize].wait(id).await;
-                if let Some(value) = inner.after_wait(key, &location) {
-                    return Ok(Some(value));
-                }
-            }
-            FromWindows::Miss => {}
+        if let FromWindows::Value(value) = inner.from_windows(key, &location) {
+            return Ok(Some(value));
         }
         let bytes = inner.point_read(&location).await?.wait().await?;
         let value = value_of(key, &location, &bytes)?;
