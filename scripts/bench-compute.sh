@@ -66,6 +66,12 @@ for keys in 5000 100000; do
     done
   done
 done
+# Latency: one client, one request at a time.
+for system in splitkv:16380 redis:16390; do
+  redis-benchmark -p "${system#*:}" -t set,get -d 4096 -c 1 -r 5000 -n 20000 --csv 2>/dev/null |
+    tr -d '"' | awk -F, -v n="${system%:*}" \
+      '$1=="SET"||$1=="GET"{printf "%-8s -c 1 -r 5000 %s %8.0f ops/s  p50 %s ms  p99 %s ms\n", n, $1, $2, $5, $7}'
+done
 redis-cli -p 16380 info | grep -E '^(hit_ratio|cache_hits|cache_bytes|point_reads|window_fetches)' || true
 # Cold: a compute node started afresh (empty cache, no windows) under random
 # GETs: every first read of a key is a point read, and no window is fetched
