@@ -60,15 +60,6 @@ fn value_of(key: &[u8], location: &Location, bytes: &Bytes) -> Result<Bytes> {
     verify(key, location, bytes).map_err(|reason| corrupt(key, location, reason))
 }
 
-/// What the windows gave for one read.
-enum FromWindows {
-    /// The value, from a window (a hit).
-    Value(Bytes),
-    /// No ready window holds the record (one may be on its way): read it
-    /// on its own.
-    Miss,
-}
-
 /// A written value for the value cache.
 enum Cacheable<'a> {
     /// To be copied into a buffer of its own.
@@ -185,23 +176,20 @@ impl Inner {
         lookup
     }
 
-    /// Takes `key`'s value from the windows if one holds it intact,
-    /// counting the read as a hit or a miss.
-    fn from_windows(self: &Arc<Self>, key: &[u8], location: &Location) -> FromWindows {
-        match self.lookup(location) {
-            Lookup::Hit(bytes) => {
-                if let Ok(value) = verify(key, location, &bytes) {
-                    self.hit();
-                    return FromWindows::Value(value);
-                }
-                self.miss();
-                FromWindows::Miss
-            }
-            Lookup::PointRead => {
-                self.miss();
-                FromWindows::Miss
-            }
+    /// `key`'s value if a ready window holds its record intact, counting
+    /// the read as a hit or a miss; `None`: read the record on its own (a
+    /// window that will hold it may be on its way, and is not waited for).
+    fn window_value(self: &Arc<Self>, key: &[u8], location: &Location) -> Option<Bytes> {
+        let value = match self.lookup(location) {
+            Lookup::Hit(bytes) => verify(key, location, &bytes).ok(),
+            Lookup::PointRead => None,
+        };
+        if value.is_some() {
+            self.hit();
+        } else {
+            self.miss();
         }
+        value
     }
 
     /// `key`'s value from the value cache, if it holds the version at
@@ -401,7 +389,7 @@ impl Engine {
         if let Some(value) = inner.cached_value(key, &location) {
             return Ok(Some(value));
         }
-        if let FromWindows::Value(value) = inner.from_windows(key, &location) {
+        if let Some(value) = inner.window_value(key, &location) {
             return Ok(Some(value));
         }
         let bytes = inner.point_read(&location).await?.wait().await?;
@@ -440,9 +428,9 @@ impl Engine {
                 pending.push(BatchRead::Done(Ok(Some(value))));
                 continue;
             }
-            pending.push(match inner.from_windows(key, &location) {
-                FromWindows::Value(value) => BatchRead::Done(Ok(Some(value))),
-                _ => match inner.point_read(&location).await {
+            pending.push(match inner.window_value(key, &location) {
+                Some(value) => BatchRead::Done(Ok(Some(value))),
+                None => match inner.point_read(&location).await {
                     Ok(call) => BatchRead::Remote(location, call),
                     Err(e) => BatchRead::Done(Err(e)),
                 },
