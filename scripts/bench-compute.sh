@@ -3,8 +3,10 @@
 #   - the raw QUIC bulk figure (storage-node bench-transport),
 #   - sequential and hot reads through the windows (eval, 16 threads, 4 KiB),
 #   - index rebuild of 1 Mi keys (eval's restart phase, 16-byte values),
-#   - redis-benchmark SET/GET, 4 KiB, 16 clients, -P 1 and -P 16, against
-#     `compute-node serve` and against redis-server (AOF, everysec).
+#   - redis-benchmark SET/GET, 4 KiB, 16 clients, -P 1 and -P 16, -r 5000
+#     and -r 100000, against `compute-node serve` and against redis-server
+#     (AOF, everysec), alternately and twice each; then random GETs against
+#     a compute node started afresh (cold value cache).
 # Usage: scripts/bench-compute.sh [WORKDIR]   (a few minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,31 +31,54 @@ $bin/eval --json "$work/eval.json" 2>/dev/null | grep -E '^(write|sequential|res
 echo "== eval: index rebuild of 1 Mi keys (16-byte values)"
 $bin/eval --per-thread 65536 --value-size 16 2>/dev/null | grep -E '^(restart|index)'
 
-echo "== redis-benchmark, 4 KiB values, 16 clients"
+echo "== redis-benchmark, 4 KiB values, 16 clients, SplitKV and Redis alternately, twice"
 $bin/storage-node gen-certs --out "$work/certs" >/dev/null
 RUST_LOG=warn $bin/storage-node serve --listen 127.0.0.1:17000 --data-dir "$work/data" \
   --certs "$work/certs/storage" 2>"$work/storage.log" & pids+=($!)
 # The compute node keeps trying to reach the storage node while it starts.
-RUST_LOG=warn $bin/compute-node serve --storage localhost:17000 --certs "$work/certs/compute" \
-  --listen 127.0.0.1:16380 2>"$work/compute.log" & pids+=($!)
+start_compute() {
+  RUST_LOG=warn $bin/compute-node serve --storage localhost:17000 --certs "$work/certs/compute" \
+    --listen 127.0.0.1:16380 2>>"$work/compute.log" &
+  compute_pid=$!
+  pids+=("$compute_pid")
+  wait_for "compute-node serve on 127.0.0.1:16380 (see $work/compute.log)" 30 redis-cli -p 16380 ping
+}
+start_compute
 mkdir -p "$work/redis"
 redis-server --port 16390 --bind 127.0.0.1 --dir "$work/redis" --appendonly yes \
   --appendfsync everysec --save '' >"$work/redis.log" 2>&1 & pids+=($!)
-wait_for "compute-node serve on 127.0.0.1:16380 (see $work/compute.log)" 30 redis-cli -p 16380 ping
 wait_for "redis-server on 127.0.0.1:16390 (see $work/redis.log)" 30 redis-cli -p 16390 ping
-# First the command as given (redis-benchmark's one key, "key:__rand_int__"),
-# then 10,000 random keys: a GET then reads records spread over every
-# partition's log, and the first second of it waits for the windows to load.
-for keys in one 10000; do
-  range=()
-  [ "$keys" = one ] || range=(-r "$keys")
-  for port in 16380 16390; do
-    name=$([ "$port" = 16380 ] && echo splitkv || echo redis)
-    for P in 1 16; do
-      redis-benchmark -p "$port" -t set,get -d 4096 -c 16 -P "$P" "${range[@]}" --csv 2>/dev/null |
-        tr -d '"' | awk -F, -v n="$name" -v P="$P" -v k="$keys" \
-          '$1=="SET"||$1=="GET"{printf "%-8s keys %-5s -P %-2s %s %8.0f ops/s\n", n, k, P, $1, $2}'
+# bench NAME PORT LABEL ARGS...: one redis-benchmark run, a line per test.
+bench() {
+  local name=$1 port=$2 label=$3
+  shift 3
+  redis-benchmark -p "$port" -d 4096 -c 16 "$@" --csv 2>/dev/null | tr -d '"' |
+    awk -F, -v n="$name" -v l="$label" \
+      '$1=="SET"||$1=="GET"{printf "%-8s %-24s %s %8.0f ops/s\n", n, l, $1, $2}'
+}
+# The GETs of a run read the keys its SETs wrote: the compute node's value
+# cache holds them (it is filled by the node's own writes).
+for keys in 5000 100000; do
+  for P in 1 16; do
+    for round in 1 2; do
+      bench splitkv 16380 "-r $keys -P $P (#$round)" -t set,get -P "$P" -r "$keys"
+      bench redis 16390 "-r $keys -P $P (#$round)" -t set,get -P "$P" -r "$keys"
     done
   done
 done
-redis-cli -p 16380 info | grep -E '^(hit_ratio|point_reads|window_fetches|index_bytes_per_key)' || true
+# Latency: one client, one request at a time.
+for system in splitkv:16380 redis:16390; do
+  redis-benchmark -p "${system#*:}" -t set,get -d 4096 -c 1 -r 5000 -n 20000 --csv 2>/dev/null |
+    tr -d '"' | awk -F, -v n="${system%:*}" \
+      '$1=="SET"||$1=="GET"{printf "%-8s -c 1 -r 5000 %s %8.0f ops/s  p50 %s ms  p99 %s ms\n", n, $1, $2, $5, $7}'
+done
+redis-cli -p 16380 info | grep -E '^(hit_ratio|cache_hits|cache_bytes|point_reads|window_fetches)' || true
+# Cold: a compute node started afresh (empty cache, no windows) under random
+# GETs: every first read of a key is a point read, and no window is fetched
+# unless the misses are close together.
+kill "$compute_pid"
+wait "$compute_pid" 2>/dev/null || true
+start_compute
+bench splitkv 16380 "cold -r 100000 -P 16" -t get -P 16 -r 100000 -n 200000
+bench redis 16390 "cold -r 100000 -P 16" -t get -P 16 -r 100000 -n 200000
+redis-cli -p 16380 info | grep -E '^(hit_ratio|cache_hits|point_reads|window_fetches|index_bytes_per_key)' || true

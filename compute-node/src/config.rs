@@ -7,6 +7,12 @@ use splitkv_common::limits::Limits;
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 
+/// The hot-value cache's default bound: 512 MiB, about 120,000 values of
+/// 4 KiB. Large enough to hold the hot part of a working set that a small
+/// Redis would hold in memory, small enough beside the index (about 110
+/// bytes per key) on a machine with a few GiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 512 << 20;
+
 /// How to reach the storage node, and the engine's limits and sizes.
 #[derive(Clone)]
 pub struct EngineConfig {
@@ -22,6 +28,9 @@ pub struct EngineConfig {
     pub limits: Limits,
     /// Size of each of a partition's two read windows.
     pub window_bytes: u64,
+    /// Bound of the hot-value cache (keys, values and a per-entry
+    /// overhead); 0 turns it off.
+    pub cache_bytes: u64,
     /// Deadline of each request to the storage node.
     pub request_timeout_ms: u64,
     /// Deadline of each connection attempt.
@@ -42,7 +51,8 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
-    /// Defaults (1 KiB keys, 16 MiB values, 10 MiB windows, 5 s deadlines)
+    /// Defaults (1 KiB keys, 16 MiB values, 10 MiB windows, a 512 MiB value
+    /// cache, 5 s deadlines)
     /// for the storage node at `storage`.
     pub fn new(storage: impl Into<String>, identity: Arc<NodeIdentity>) -> Self {
         Self {
@@ -51,6 +61,7 @@ impl EngineConfig {
             writer: true,
             limits: Limits::default(),
             window_bytes: 10 << 20,
+            cache_bytes: DEFAULT_CACHE_BYTES,
             request_timeout_ms: 5_000,
             connect_timeout_ms: 5_000,
             reconnect_wait_ms: 10_000,

@@ -22,6 +22,7 @@ use splitkv_common::client::{ClientConfig, LinkEvent, StorageClient, Welcome};
 use splitkv_common::limits::Limits;
 use tokio::sync::mpsc;
 
+use crate::cache::ValueCache;
 use crate::config::EngineConfig;
 use crate::error::{EngineError, Result};
 use crate::index::{Index, IndexStats};
@@ -61,10 +62,21 @@ pub struct EngineStats {
     pub deletes: u64,
     /// Gets served.
     pub gets: u64,
-    /// Reads answered from a window without waiting on the network.
+    /// Reads answered from memory (the value cache or a window) without
+    /// waiting on the network.
     pub hits: u64,
     /// Reads that waited for a window or read their record on its own.
     pub misses: u64,
+    /// Reads answered from the value cache (a share of `hits`).
+    pub cache_hits: u64,
+    /// Reads the value cache could not answer.
+    pub cache_misses: u64,
+    /// Bytes the value cache holds (keys, values, per-entry overhead).
+    pub cache_bytes: u64,
+    /// Entries the value cache holds.
+    pub cache_entries: u64,
+    /// The value cache's bound on `cache_bytes`.
+    pub cache_capacity_bytes: u64,
     /// Records read on their own.
     pub point_reads: u64,
     /// Windows fetched.
@@ -102,6 +114,8 @@ pub(crate) struct Inner {
     pub(crate) client: StorageClient,
     pub(crate) index: Index,
     pub(crate) windows: Vec<PartitionWindows>,
+    /// Values of hot keys, for reads no window covers.
+    pub(crate) cache: ValueCache,
     /// Per partition: the highest sequence number acknowledged in it.
     /// After its connection comes back, the key-log tail past it is pulled,
     /// so a write whose acknowledgement was lost becomes visible.
@@ -243,6 +257,7 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         let c = &self.inner.counters;
         let index = self.inner.index.stats();
+        let cache = self.inner.cache.stats();
         let client = &self.inner.client;
         EngineStats {
             partitions: self.partitions(),
@@ -255,6 +270,11 @@ impl Engine {
             gets: c.gets.load(Ordering::Relaxed),
             hits: c.hits.load(Ordering::Relaxed),
             misses: c.misses.load(Ordering::Relaxed),
+            cache_hits: cache.hits,
+            cache_misses: cache.misses,
+            cache_bytes: cache.bytes,
+            cache_entries: cache.entries,
+            cache_capacity_bytes: cache.capacity_bytes,
             point_reads: c.point_reads.load(Ordering::Relaxed),
             window_fetches: c.window_fetches.load(Ordering::Relaxed),
             window_fetch_bytes: c.window_fetch_bytes.load(Ordering::Relaxed),
@@ -312,6 +332,7 @@ async fn connect_inner(
         windows: (0..partitions)
             .map(|_| PartitionWindows::new(config.window_bytes))
             .collect(),
+        cache: ValueCache::new(config.cache_bytes),
         acked_seq: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         config,
         client,

@@ -5,9 +5,10 @@
 //! A write is acknowledged to the caller only after the storage node has
 //! acknowledged it; the acknowledgement's sequence number and offset update
 //! the index, which never moves a key to a lower sequence number. A read
-//! resolves the key in the index, then takes the record from a window (a
-//! hit) or from the storage node, and checks its checksum, key and sequence
-//! number before returning the value.
+//! resolves the key in the index, then takes the value from the value cache
+//! or the record from a ready window (a hit), or reads the record from the
+//! storage node (never waiting for a window on its way), and checks a
+//! record's checksum, key and sequence number before returning its value.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -59,28 +60,40 @@ fn value_of(key: &[u8], location: &Location, bytes: &Bytes) -> Result<Bytes> {
     verify(key, location, bytes).map_err(|reason| corrupt(key, location, reason))
 }
 
-/// What the windows gave for one read.
-enum FromWindows {
-    /// The value, from a window (a hit).
-    Value(Bytes),
-    /// A window holding the record is on its way: wait for fetch `id`.
-    Wait { id: u64 },
-    /// No window holds the record: read it on its own.
-    Miss,
+/// A written value for the value cache.
+enum Cacheable<'a> {
+    /// To be copied into a buffer of its own.
+    Borrowed(&'a [u8]),
+    /// Already in a buffer of its own.
+    Owned(Bytes),
 }
 
 impl Inner {
-    fn record_put(&self, partition: usize, key: &[u8], value_len: usize, ack: WriteAck) {
+    /// Records an acknowledged put in the index, then in the value cache
+    /// (`value`, when the cache takes values of its size): from the index
+    /// change on, no read returns an older version.
+    fn record_put(
+        &self,
+        partition: usize,
+        key: &[u8],
+        value_len: usize,
+        value: Option<Cacheable<'_>>,
+        ack: WriteAck,
+    ) {
         let len = record::value_record_len(key.len(), value_len);
-        self.index.apply(
-            key,
-            Location {
-                seq: ack.seq,
-                offset: ack.offset,
-                len: len as u32,
-                partition: partition as u16,
-            },
-        );
+        let location = Location {
+            seq: ack.seq,
+            offset: ack.offset,
+            len: len as u32,
+            partition: partition as u16,
+        };
+        if self.index.apply(key, location) {
+            match value {
+                Some(Cacheable::Borrowed(value)) => self.cache.insert(key, location, value),
+                Some(Cacheable::Owned(value)) => self.cache.insert_owned(key, location, value),
+                None => self.cache.remove(key, ack.seq),
+            }
+        }
         self.note_acked(partition, ack.seq);
         self.windows[partition].note_committed_end(ack.offset + len as u64);
         self.counters.puts.fetch_add(1, Ordering::Relaxed);
@@ -101,7 +114,11 @@ impl Inner {
             ))));
         }
         for ((key, value), ack) in items.iter().zip(acks) {
-            self.record_put(partition, key, value.len(), ack);
+            let cached = self
+                .cache
+                .admits(value.len())
+                .then_some(Cacheable::Borrowed(value));
+            self.record_put(partition, key, value.len(), cached, ack);
         }
         Ok(())
     }
@@ -109,6 +126,7 @@ impl Inner {
     fn record_delete(&self, partition: usize, key: &[u8], ack: WriteAck) {
         self.index
             .apply(key, Location::tombstone(ack.seq, partition as u16));
+        self.cache.remove(key, ack.seq);
         self.note_acked(partition, ack.seq);
         self.counters.deletes.fetch_add(1, Ordering::Relaxed);
     }
@@ -158,35 +176,37 @@ impl Inner {
         lookup
     }
 
-    /// Takes `key`'s value from the windows if one holds it intact,
-    /// counting the read as a hit or a miss.
-    fn from_windows(self: &Arc<Self>, key: &[u8], location: &Location) -> FromWindows {
-        match self.lookup(location) {
-            Lookup::Hit(bytes) => {
-                if let Ok(value) = verify(key, location, &bytes) {
-                    self.hit();
-                    return FromWindows::Value(value);
-                }
-                self.miss();
-                FromWindows::Miss
-            }
-            Lookup::Wait { id } => {
-                self.miss();
-                FromWindows::Wait { id }
-            }
-            Lookup::PointRead => {
-                self.miss();
-                FromWindows::Miss
-            }
+    /// `key`'s value if a ready window holds its record intact, counting
+    /// the read as a hit or a miss; `None`: read the record on its own (a
+    /// window that will hold it may be on its way, and is not waited for).
+    fn window_value(self: &Arc<Self>, key: &[u8], location: &Location) -> Option<Bytes> {
+        let value = match self.lookup(location) {
+            Lookup::Hit(bytes) => verify(key, location, &bytes).ok(),
+            Lookup::PointRead => None,
+        };
+        if value.is_some() {
+            self.hit();
+        } else {
+            self.miss();
         }
+        value
     }
 
-    /// After waiting for a fetch: `key`'s value if the window that arrived
-    /// holds it intact.
-    fn after_wait(&self, key: &[u8], location: &Location) -> Option<Bytes> {
-        let bytes = self.windows[location.partition as usize]
-            .peek(location.offset, u64::from(location.len))?;
-        verify(key, location, &bytes).ok()
+    /// `key`'s value from the value cache, if it holds the version at
+    /// `location`.
+    fn cached_value(&self, key: &[u8], location: &Location) -> Option<Bytes> {
+        let value = self.cache.get(key, location)?;
+        self.hit();
+        Some(value)
+    }
+
+    /// Caches a value read from the storage node, if the index still names
+    /// the record it came from (a newer write may have been acknowledged
+    /// meanwhile; the cache then keeps the newer version).
+    fn fill_cache(&self, key: &[u8], location: &Location, value: &[u8]) {
+        if self.cache.admits(value.len()) && self.index.get(key) == Some(*location) {
+            self.cache.insert(key, *location, value);
+        }
     }
 
     /// Sends a read of the record at `location` on its own.
@@ -358,25 +378,24 @@ impl Engine {
         self.block(self.get_async(key))
     }
 
-    /// The value of `key`, `None` if it has none: from a window (waiting
-    /// for one on its way) or read on its own.
+    /// The value of `key`, `None` if it has none: from the value cache, a
+    /// ready window, or read on its own (never waiting for a window on its
+    /// way).
     pub async fn get_async(&self, key: &[u8]) -> Result<Option<Bytes>> {
         let inner = &self.inner;
         let Some(location) = inner.resolve(key)? else {
             return Ok(None);
         };
-        match inner.from_windows(key, &location) {
-            FromWindows::Value(value) => return Ok(Some(value)),
-            FromWindows::Wait { id } => {
-                inner.windows[location.partition as usize].wait(id).await;
-                if let Some(value) = inner.after_wait(key, &location) {
-                    return Ok(Some(value));
-                }
-            }
-            FromWindows::Miss => {}
+        if let Some(value) = inner.cached_value(key, &location) {
+            return Ok(Some(value));
+        }
+        if let Some(value) = inner.window_value(key, &location) {
+            return Ok(Some(value));
         }
         let bytes = inner.point_read(&location).await?.wait().await?;
-        value_of(key, &location, &bytes).map(Some)
+        let value = value_of(key, &location, &bytes)?;
+        inner.fill_cache(key, &location, &value);
+        Ok(Some(value))
     }
 
     /// The values of `keys`, in order; the first error fails the batch.
@@ -405,9 +424,13 @@ impl Engine {
                     continue;
                 }
             };
-            pending.push(match inner.from_windows(key, &location) {
-                FromWindows::Value(value) => BatchRead::Done(Ok(Some(value))),
-                _ => match inner.point_read(&location).await {
+            if let Some(value) = inner.cached_value(key, &location) {
+                pending.push(BatchRead::Done(Ok(Some(value))));
+                continue;
+            }
+            pending.push(match inner.window_value(key, &location) {
+                Some(value) => BatchRead::Done(Ok(Some(value))),
+                None => match inner.point_read(&location).await {
                     Ok(call) => BatchRead::Remote(location, call),
                     Err(e) => BatchRead::Done(Err(e)),
                 },
@@ -418,7 +441,11 @@ impl Engine {
             values.push(match slot {
                 BatchRead::Done(done) => done,
                 BatchRead::Remote(location, call) => match call.wait().await {
-                    Ok(bytes) => value_of(key, &location, &bytes).map(Some),
+                    Ok(bytes) => value_of(key, &location, &bytes)
+                        .inspect(|value| {
+                            inner.fill_cache(key, &location, value);
+                        })
+                        .map(Some),
                     Err(e) => Err(e.into()),
                 },
             });
@@ -440,6 +467,9 @@ pub struct PendingPut<K> {
     partition: usize,
     key: K,
     value_len: usize,
+    /// A copy of the value for the value cache, if it takes values of its
+    /// size.
+    cached: Option<Bytes>,
     call: Call<WriteAck>,
 }
 
@@ -460,10 +490,15 @@ impl Engine {
             inner.client.put(partition, key.as_ref(), value)
         })
         .await?;
+        let cached = inner
+            .cache
+            .admits(value.len())
+            .then(|| Bytes::copy_from_slice(value));
         Ok(PendingPut {
             partition,
             key,
             value_len: value.len(),
+            cached,
             call,
         })
     }
@@ -475,6 +510,7 @@ impl Engine {
             pending.partition,
             pending.key.as_ref(),
             pending.value_len,
+            pending.cached.map(Cacheable::Owned),
             ack,
         );
         Ok(())

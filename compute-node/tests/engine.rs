@@ -4,7 +4,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use compute_node::{Engine, EngineError};
@@ -254,7 +254,10 @@ fn sequential_and_hot_reads_are_served_from_windows() {
 #[test]
 fn windows_never_serve_an_overwritten_or_deleted_value() {
     let node = StorageNode::start(2);
-    let engine = node.connect();
+    // Without the value cache, so that the reads are the windows'.
+    let mut config = node.engine_config();
+    config.cache_bytes = 0;
+    let engine = Engine::connect(config).expect("connect");
     for i in 0..500u64 {
         engine
             .put_on(0, &i.to_be_bytes(), &value_for(&i.to_be_bytes(), 0, 1000))
@@ -464,5 +467,164 @@ fn writers_past_the_connections_bound_wait_for_room_instead_of_failing() {
     assert_eq!(
         engine.get(key).expect("get").as_deref(),
         Some(&value_for(key, 0, 256)[..])
+    );
+}
+
+/// The value of version `version` of key number `key` in the cache tests:
+/// the version first, so that a reader can tell which one it got.
+fn versioned_value(key: u64, version: u64) -> Vec<u8> {
+    let len = 64 + (version % 7) as usize * 100;
+    let mut value = version.to_le_bytes().to_vec();
+    value.extend((0..len - 8).map(|i| (key as usize * 31 + version as usize + i) as u8));
+    value
+}
+
+/// In the cache tests every fifth version of a key is a delete.
+fn is_delete(version: u64) -> bool {
+    version.is_multiple_of(5)
+}
+
+#[test]
+fn the_value_cache_never_serves_a_stale_value_under_concurrent_writes() {
+    const KEYS: u64 = 12;
+    const WRITERS: u64 = 3;
+    const READERS: usize = 3;
+    const VERSIONS: u64 = 1500;
+    let node = StorageNode::start(4);
+    let mut config = node.engine_config();
+    config.cache_bytes = 1 << 20;
+    let engine = Arc::new(Engine::connect(config).expect("connect"));
+    // Per key: the highest version whose put or delete was acknowledged.
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    let writing = Arc::new(AtomicBool::new(true));
+    let key_name = |k: u64| format!("cache-key-{k}").into_bytes();
+    let start = Arc::new(std::sync::Barrier::new(WRITERS as usize + READERS));
+
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (engine, acked, start) = (engine.clone(), acked.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                for version in 1..=VERSIONS {
+                    // Writer `w` owns the keys k with k % WRITERS == w.
+                    for k in (w..KEYS).step_by(WRITERS as usize) {
+                        let key = key_name(k);
+                        let partition = (version + k) as usize;
+                        if is_delete(version) {
+                            engine.delete_on(partition, &key).expect("delete");
+                        } else {
+                            engine
+                                .put_on(partition, &key, &versioned_value(k, version))
+                                .expect("put");
+                        }
+                        acked[k as usize].store(version, Ordering::Release);
+                    }
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..READERS)
+        .map(|r| {
+            let (engine, acked, writing, start) = (
+                engine.clone(),
+                acked.clone(),
+                writing.clone(),
+                start.clone(),
+            );
+            std::thread::spawn(move || {
+                start.wait();
+                let mut reads = 0u64;
+                let mut round = 0u64;
+                while writing.load(Ordering::Acquire) {
+                    round += 1;
+                    let keys: Vec<u64> = (0..KEYS).collect();
+                    let floors: Vec<u64> = keys
+                        .iter()
+                        .map(|&k| acked[k as usize].load(Ordering::Acquire))
+                        .collect();
+                    let names: Vec<Vec<u8>> = keys.iter().map(|&k| key_name(k)).collect();
+                    let got: Vec<Option<bytes::Bytes>> = if (round + r as u64).is_multiple_of(2) {
+                        names
+                            .iter()
+                            .map(|name| engine.get(name).expect("get"))
+                            .collect()
+                    } else {
+                        let refs: Vec<&[u8]> = names.iter().map(|n| &n[..]).collect();
+                        engine.get_many(&refs).expect("get_many")
+                    };
+                    for ((&k, &floor), value) in keys.iter().zip(&floors).zip(got) {
+                        let ceiling = acked[k as usize].load(Ordering::Acquire) + 1;
+                        match value {
+                            Some(value) => {
+                                let version =
+                                    u64::from_le_bytes(value[..8].try_into().expect("version"));
+                                assert!(
+                                    version >= floor,
+                                    "key {k}: version {version} read after {floor} was acknowledged"
+                                );
+                                assert!(
+                                    version <= ceiling && !is_delete(version),
+                                    "key {k}: {version}"
+                                );
+                                assert_eq!(&value[..], &versioned_value(k, version)[..], "key {k}");
+                            }
+                            None => assert!(
+                                floor == 0 || (floor..=ceiling).any(is_delete),
+                                "key {k}: none read after version {floor} was acknowledged"
+                            ),
+                        }
+                        reads += 1;
+                    }
+                }
+                reads
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().expect("writer");
+    }
+    writing.store(false, Ordering::Release);
+    let reads: u64 = readers.into_iter().map(|r| r.join().expect("reader")).sum();
+    assert!(reads > 0);
+    let stats = engine.stats();
+    assert!(stats.cache_hits > 0, "the cache served reads: {stats:?}");
+    assert!(stats.cache_bytes <= stats.cache_capacity_bytes, "{stats:?}");
+    for k in 0..KEYS {
+        let expected = (!is_delete(VERSIONS)).then(|| versioned_value(k, VERSIONS));
+        assert_eq!(
+            engine.get(&key_name(k)).expect("get").as_deref(),
+            expected.as_deref(),
+            "key {k} after the writers"
+        );
+    }
+}
+
+#[test]
+fn the_value_cache_stays_within_its_bytes() {
+    let node = StorageNode::start(2);
+    let mut config = node.engine_config();
+    config.cache_bytes = 256 << 10;
+    let engine = Engine::connect(config).expect("connect");
+    let keys = 400u64;
+    for i in 0..keys {
+        engine
+            .put(&i.to_be_bytes(), &value_for(&i.to_be_bytes(), 0, 3000))
+            .expect("put");
+        let stats = engine.stats();
+        assert!(stats.cache_bytes <= 256 << 10, "after {i} puts: {stats:?}");
+    }
+    for i in (0..keys).rev() {
+        let value = engine.get(&i.to_be_bytes()).expect("get").expect("present");
+        assert_eq!(&value[..], &value_for(&i.to_be_bytes(), 0, 3000)[..]);
+    }
+    let stats = engine.stats();
+    assert!(stats.cache_bytes <= stats.cache_capacity_bytes, "{stats:?}");
+    assert!(
+        stats.cache_entries > 10 && stats.cache_entries < keys,
+        "{stats:?}"
+    );
+    assert!(
+        stats.cache_hits > 10,
+        "the newest writes were read from the cache: {stats:?}"
     );
 }

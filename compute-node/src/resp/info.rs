@@ -34,6 +34,11 @@ pub fn render(engine: &Engine, extra: &str) -> String {
          window_fetches:{}\r\n\
          window_fetch_bytes:{}\r\n\
          point_reads:{}\r\n\
+         cache_hits:{}\r\n\
+         cache_misses:{}\r\n\
+         cache_bytes:{}\r\n\
+         cache_entries:{}\r\n\
+         cache_capacity_bytes:{}\r\n\
          puts:{}\r\n\
          deletes:{}\r\n\
          partitions:{}\r\n\
@@ -52,6 +57,11 @@ pub fn render(engine: &Engine, extra: &str) -> String {
         stats.window_fetches,
         stats.window_fetch_bytes,
         stats.point_reads,
+        stats.cache_hits,
+        stats.cache_misses,
+        stats.cache_bytes,
+        stats.cache_entries,
+        stats.cache_capacity_bytes,
         stats.puts,
         stats.deletes,
         stats.partitions,

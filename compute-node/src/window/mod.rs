@@ -1,5 +1,6 @@
-//! A partition's two read windows: the bytes, the placement policy
-//! ([`policy`]), and the waiting for fetches in flight.
+//! A partition's two read windows: the bytes and the placement policy
+//! ([`policy`]). A read never waits for a window: one whose window is still
+//! on its way reads its record on its own.
 
 pub mod policy;
 
@@ -8,7 +9,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tokio::sync::Notify;
 
 pub use policy::{Decision, Fetch, WindowPolicy};
 
@@ -39,13 +39,7 @@ struct Windows {
 pub enum Lookup {
     /// The record's bytes, from a ready window (a hit).
     Hit(Bytes),
-    /// Wait for fetch `id` (see [`PartitionWindows::wait`]), then take the
-    /// record with [`PartitionWindows::peek`].
-    Wait {
-        /// The fetch.
-        id: u64,
-    },
-    /// Read the record on its own.
+    /// Read the record on its own (no ready window holds it).
     PointRead,
 }
 
@@ -57,8 +51,6 @@ pub struct PartitionWindows {
     /// without taking `windows`' lock, and handed to the policy on each
     /// read.
     committed_end: AtomicU64,
-    /// Wakes who waits for a fetch.
-    fetch_settled: Notify,
 }
 
 impl PartitionWindows {
@@ -71,7 +63,6 @@ impl PartitionWindows {
                 filled: [None, None],
             }),
             committed_end: AtomicU64::new(0),
-            fetch_settled: Notify::new(),
         }
     }
 
@@ -98,14 +89,12 @@ impl PartitionWindows {
                     None => Lookup::PointRead,
                 }
             }
-            Decision::Wait { id, .. } => Lookup::Wait { id },
-            Decision::PointRead => Lookup::PointRead,
+            Decision::Wait { .. } | Decision::PointRead => Lookup::PointRead,
         };
         (lookup, fetch)
     }
 
-    /// Stores the bytes fetch `id` brought (the log from `range.start`) and
-    /// wakes everyone waiting.
+    /// Stores the bytes fetch `id` brought (the log from `range.start`).
     pub fn complete(&self, id: u64, range: Range<u64>, bytes: Bytes, committed_end: u64) {
         let mut st = self.windows.lock();
         if let Some(slot) = st.policy.fetched(id, range.clone(), committed_end) {
@@ -114,37 +103,10 @@ impl PartitionWindows {
                 bytes,
             });
         }
-        drop(st);
-        self.fetch_settled.notify_waiters();
     }
 
-    /// Records that fetch `id` failed and wakes its waiters (who then read
-    /// their records on their own).
+    /// Records that fetch `id` failed: its window is emptied.
     pub fn fail(&self, id: u64) {
         self.windows.lock().policy.failed(id);
-        self.fetch_settled.notify_waiters();
-    }
-
-    /// Waits until fetch `id` has completed or failed.
-    pub async fn wait(&self, id: u64) {
-        loop {
-            let settled = self.fetch_settled.notified();
-            tokio::pin!(settled);
-            settled.as_mut().enable();
-            if !self.windows.lock().policy.is_loading(id) {
-                return;
-            }
-            settled.await;
-        }
-    }
-
-    /// The record at `[offset, offset + len)` if a ready window holds it
-    /// (after a wait), without counting a read.
-    pub fn peek(&self, offset: u64, len: u64) -> Option<Bytes> {
-        let st = self.windows.lock();
-        st.filled
-            .iter()
-            .flatten()
-            .find_map(|f| f.slice(offset, len))
     }
 }

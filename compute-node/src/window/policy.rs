@@ -12,13 +12,19 @@
 //!   climb (or descend) steadily gets its neighbour prefetched the same way.
 //!   So a forward walk and a region that moves backward are served from
 //!   windows, with the next one loading while the current one is read.
-//! * A read inside a loading window waits for it.
-//! * A read next to the windows loads the adjacent tile, and any other read
-//!   a new tile around it (anchored at the committed end when it is near
-//!   it), but only into an empty window or in place of one that has gone
-//!   cold (served nothing lately) and is not the current one: otherwise the
-//!   record is read on its own, so reads spread over more than two windows
-//!   do not evict windows that are still in use.
+//! * A read inside a loading window is told which fetch will bring it; the
+//!   engine reads such a record on its own rather than wait.
+//! * A read no window covers loads a window only when the reads that missed
+//!   lately are close together: the last [`LOCALITY_MISSES`] of them fit in
+//!   one window's span (a walk, or a hot region). Random reads over a log
+//!   larger than a window practically never do, so they are read one by one
+//!   and never set off a window fetch.
+//! * Then a read next to the windows loads the adjacent tile, and any other
+//!   read a new tile around it (anchored at the committed end when it is
+//!   near it), but only into an empty window or in place of one that has
+//!   gone cold (served nothing lately) and is not the current one: otherwise
+//!   the record is read on its own, so reads spread over more than two
+//!   windows do not evict windows that are still in use.
 //! * Unless recent windows did not pay for themselves (served less than a
 //!   quarter of their bytes): then misses are read one by one, with a window
 //!   tried again now and then (less and less often while it keeps failing),
@@ -26,6 +32,10 @@
 
 use std::ops::Range;
 
+/// Misses that must fit in one window's span before a miss loads a
+/// window. With reads spread uniformly over a log of `n` windows, eight in a
+/// row fit in one span about once in `(n / 2)^7` misses.
+pub const LOCALITY_MISSES: usize = 8;
 /// Reads remembered to find the current window.
 const RECENT_READS: usize = 64;
 /// Of those, how many must be in the other window for the walk to move.
@@ -108,6 +118,10 @@ pub struct WindowPolicy {
     probe_every: u32,
     /// Reads seen so far.
     reads: u64,
+    /// The latest misses no window covered, as record ranges (a ring).
+    misses: [(u64, u64); LOCALITY_MISSES],
+    misses_len: usize,
+    misses_at: usize,
 }
 
 impl WindowPolicy {
@@ -130,6 +144,9 @@ impl WindowPolicy {
             probe_countdown: 0,
             probe_every: PROBE_EVERY,
             reads: 0,
+            misses: [(0, 0); LOCALITY_MISSES],
+            misses_len: 0,
+            misses_at: 0,
         }
     }
 
@@ -181,11 +198,6 @@ impl WindowPolicy {
         slot.range = range;
         slot.ready = true;
         Some(index)
-    }
-
-    /// True while fetch `id` is wanted and has not completed.
-    pub fn is_loading(&self, id: u64) -> bool {
-        self.slots.iter().flatten().any(|s| s.id == id && !s.ready)
     }
 
     /// Records that fetch `id` failed: its slot is emptied.
@@ -317,8 +329,30 @@ impl WindowPolicy {
         Fetch { slot, id, range }
     }
 
+    /// Remembers a miss; true if the latest misses fit in one window's
+    /// span (then they are forgotten: the next window needs new evidence).
+    fn misses_are_close(&mut self, record: &Range<u64>) -> bool {
+        self.misses[self.misses_at] = (record.start, record.end);
+        self.misses_at = (self.misses_at + 1) % LOCALITY_MISSES;
+        self.misses_len = (self.misses_len + 1).min(LOCALITY_MISSES);
+        if self.misses_len < LOCALITY_MISSES {
+            return false;
+        }
+        let low = self.misses.iter().map(|m| m.0).min().unwrap_or(0);
+        let high = self.misses.iter().map(|m| m.1).max().unwrap_or(0);
+        let close = high - low <= self.window_bytes;
+        if close {
+            self.misses_len = 0;
+        }
+        close
+    }
+
     /// Where to load a window for a read no window covers, if anywhere.
     fn place_miss(&mut self, record: &Range<u64>) -> Option<Fetch> {
+        // Scattered misses: read on their own.
+        if !self.misses_are_close(record) {
+            return None;
+        }
         // Windows have not been paying for themselves: read on its own,
         // trying a window again now and then.
         if self.useless >= USELESS_LIMIT {
@@ -426,7 +460,8 @@ mod tests {
     }
 
     /// Like `simulate`; with `waits == false` a read of a loading window
-    /// does not wait for it but reads its record alone (as a batch does).
+    /// does not wait for it but reads its record alone (as the engine
+    /// does), with `waits == true` it waits for the window.
     fn simulate_with(
         reads: &[u64],
         committed_end: u64,
@@ -634,10 +669,53 @@ mod tests {
         );
     }
 
+    /// Reads at `offset` until the misses are close enough to load a
+    /// window; asserts that the earlier ones are read on their own.
+    fn read_until_placed(policy: &mut WindowPolicy, offset: u64) -> (Decision, Option<Fetch>) {
+        for _ in 1..LOCALITY_MISSES {
+            assert_eq!(policy.on_read(offset, RECORD), (Decision::PointRead, None));
+        }
+        policy.on_read(offset, RECORD)
+    }
+
+    #[test]
+    fn walks_are_served_when_loading_windows_are_not_waited_for() {
+        // As the engine reads: a record of a loading window is read on its
+        // own. With fetches that take 50 reads, only the first window's
+        // loading costs misses; the later ones are prefetched in time.
+        let offsets = layout(16384);
+        let end = offsets.last().expect("records") + RECORD;
+        let per_region = (W / RECORD) as usize;
+        let walks = [
+            ("forward", offsets.clone()),
+            ("hot", hot_reads(&offsets, per_region, None)),
+        ];
+        for (name, reads) in walks {
+            let (hits, misses, fetched) = simulate_with(&reads, end, 50, false);
+            assert!(
+                misses <= (LOCALITY_MISSES + 2 * 50 + 32) as u64,
+                "{name}: {misses} misses of {} reads ({hits} hits)",
+                reads.len()
+            );
+            assert!(fetched < end + 3 * W, "{name}: fetched {fetched} of {end}");
+        }
+    }
+
+    #[test]
+    fn random_reads_over_a_large_log_never_fetch_a_window() {
+        let offsets = layout(64 * W / RECORD);
+        let end = offsets.last().expect("records") + RECORD;
+        let reads: Vec<u64> = (0..100_000u64)
+            .map(|i| offsets[(mix(i) % offsets.len() as u64) as usize])
+            .collect();
+        let (hits, misses, fetched) = simulate(&reads, end, 20);
+        assert_eq!((hits, misses, fetched), (0, 100_000, 0));
+    }
+
     #[test]
     fn windows_never_pass_the_committed_end() {
         let mut policy = WindowPolicy::new(W, 3 * W / 2);
-        let (decision, fetch) = policy.on_read(W, RECORD);
+        let (decision, fetch) = read_until_placed(&mut policy, W);
         let fetch = fetch.expect("a first read loads a window");
         assert!(matches!(decision, Decision::Wait { .. }));
         assert!(fetch.range.end <= 3 * W / 2, "{:?}", fetch.range);
@@ -650,10 +728,10 @@ mod tests {
     #[test]
     fn a_lost_fetch_empties_its_window() {
         let mut policy = WindowPolicy::new(W, 10 * W);
-        let (_, fetch) = policy.on_read(0, RECORD);
+        let (_, fetch) = read_until_placed(&mut policy, 0);
         let fetch = fetch.expect("fetch");
         policy.failed(fetch.id);
-        let (decision, again) = policy.on_read(0, RECORD);
+        let (decision, again) = read_until_placed(&mut policy, 0);
         assert!(matches!(decision, Decision::Wait { .. }));
         assert!(again.is_some(), "the window is fetched again");
     }

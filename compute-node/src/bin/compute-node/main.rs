@@ -56,6 +56,9 @@ struct ServeArgs {
     /// Size of each of a partition's two read windows, in MiB.
     #[arg(long, default_value_t = 10)]
     window_mib: u64,
+    /// Bound of the hot-value cache, in bytes (0 turns it off).
+    #[arg(long, default_value_t = compute_node::config::DEFAULT_CACHE_BYTES)]
+    cache_bytes: u64,
     /// Deadline of each request to the storage node, in milliseconds.
     #[arg(long, default_value_t = 5_000)]
     request_timeout_ms: u64,
@@ -94,6 +97,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     })?;
     let mut config = EngineConfig::new(args.storage.clone(), Arc::new(identity));
     config.window_bytes = args.window_mib << 20;
+    config.cache_bytes = args.cache_bytes;
     config.request_timeout_ms = args.request_timeout_ms;
     config.limits.max_value_bytes = args.max_value_bytes;
     config.worker_threads = args.threads;

@@ -1,0 +1,245 @@
+//! The hot-value cache: values of recently read and recently written keys,
+//! for random reads that no window covers.
+//!
+//! It is bounded in bytes (keys, values and a fixed per-entry overhead) and
+//! uses `quick_cache`'s S3-FIFO policy: a key enters a small probation queue
+//! and is promoted only when read again, so a scan or a run of one-off reads
+//! does not push the hot keys out.
+//!
+//! An entry is never served stale: it records the location (partition,
+//! offset, sequence number) of the record its value came from, and a read
+//! takes it only if that is the location the index names for the key at the
+//! time of the read. A put or delete changes the index before it is
+//! acknowledged, so from then on an entry of an older version is never
+//! served, whenever it was inserted; the write also replaces or removes the
+//! entry so that it does not take room. An insert never replaces an entry of
+//! a newer version.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use quick_cache::sync::{Cache, EntryAction, EntryResult};
+
+use crate::index::Location;
+
+/// Bytes counted for each entry on top of its key and value: the entry's
+/// own fields and its share of the cache's tables.
+pub const ENTRY_OVERHEAD_BYTES: u64 = 96;
+
+/// Values longer than the cache's capacity divided by this are not cached,
+/// so that one large value does not evict many small hot ones.
+const LARGEST_VALUE_SHARE_DENOMINATOR: u64 = 64;
+
+/// Expected value size, to size the cache's tables from its byte capacity.
+const EXPECTED_VALUE_BYTES: u64 = 4096;
+
+/// A cached value and the record it came from.
+#[derive(Clone)]
+struct Cached {
+    location: Location,
+    value: Bytes,
+}
+
+/// Weighs an entry by its bytes.
+#[derive(Clone)]
+struct ByBytes;
+
+impl quick_cache::Weighter<Vec<u8>, Cached> for ByBytes {
+    fn weight(&self, key: &Vec<u8>, cached: &Cached) -> u64 {
+        key.len() as u64 + cached.value.len() as u64 + ENTRY_OVERHEAD_BYTES
+    }
+}
+
+/// The cache's counters, as [`ValueCache::stats`] reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Reads answered from the cache.
+    pub hits: u64,
+    /// Reads the cache could not answer (no entry, or one of another
+    /// version).
+    pub misses: u64,
+    /// Bytes held (keys, values and per-entry overhead).
+    pub bytes: u64,
+    /// Entries held.
+    pub entries: u64,
+    /// The bound on `bytes`.
+    pub capacity_bytes: u64,
+}
+
+/// Values of hot keys, bounded in bytes; see the module documentation.
+pub struct ValueCache {
+    /// `None` when the configured size is 0 (no cache).
+    cache: Option<Cache<Vec<u8>, Cached, ByBytes>>,
+    capacity_bytes: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl ValueCache {
+    /// A cache that holds at most `capacity_bytes` (0: none at all).
+    pub fn new(capacity_bytes: u64) -> Self {
+        let cache = (capacity_bytes > 0).then(|| {
+            let items = (capacity_bytes / (EXPECTED_VALUE_BYTES + ENTRY_OVERHEAD_BYTES)).max(16);
+            Cache::with_weighter(items as usize, capacity_bytes, ByBytes)
+        });
+        Self {
+            cache,
+            capacity_bytes,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// True if a value of `len` bytes would be cached.
+    pub fn admits(&self, len: usize) -> bool {
+        self.cache.is_some()
+            && (len as u64) <= self.capacity_bytes / LARGEST_VALUE_SHARE_DENOMINATOR
+    }
+
+    /// The value of `key` if the cache holds the version at `location` (the
+    /// one the index names now), counting a hit or a miss.
+    pub fn get(&self, key: &[u8], location: &Location) -> Option<Bytes> {
+        let cache = self.cache.as_ref()?;
+        match cache.get(key) {
+            Some(cached) if cached.location == *location => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                Some(cached.value)
+            }
+            _ => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Caches `value` as the version of `key` at `location`, unless the
+    /// cache holds a newer version (a higher sequence number) or the value
+    /// is too large. The value is copied once into its own buffer, so that
+    /// an entry never keeps a larger buffer it was sliced from alive.
+    pub fn insert(&self, key: &[u8], location: Location, value: &[u8]) {
+        if self.admits(value.len()) {
+            self.insert_owned(key, location, Bytes::copy_from_slice(value));
+        }
+    }
+
+    /// Like [`ValueCache::insert`], for a value already in a buffer of its
+    /// own (one made for the cache, not a slice of a larger one).
+    pub fn insert_owned(&self, key: &[u8], location: Location, value: Bytes) {
+        let Some(cache) = self.cache.as_ref() else {
+            return;
+        };
+        if !self.admits(value.len()) {
+            return;
+        }
+        let mut fresh = Some(Cached { location, value });
+        let outcome = cache.entry(key, None, |_, held: &mut Cached| {
+            if held.location.seq <= location.seq
+                && let Some(fresh) = fresh.take()
+            {
+                *held = fresh;
+            }
+            EntryAction::Retain(())
+        });
+        if let EntryResult::Vacant(guard) = outcome
+            && let Some(fresh) = fresh.take()
+        {
+            let _ = guard.insert(fresh);
+        }
+    }
+
+    /// Drops `key`'s entry unless it is of a version newer than `seq`.
+    pub fn remove(&self, key: &[u8], seq: u64) {
+        let Some(cache) = self.cache.as_ref() else {
+            return;
+        };
+        let _ = cache.entry(key, None, |_, held: &mut Cached| {
+            if held.location.seq <= seq {
+                EntryAction::Remove
+            } else {
+                EntryAction::Retain(())
+            }
+        });
+    }
+
+    /// Counters and size.
+    pub fn stats(&self) -> CacheStats {
+        let (bytes, entries) = self
+            .cache
+            .as_ref()
+            .map_or((0, 0), |c| (c.weight(), c.len() as u64));
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            bytes,
+            entries,
+            capacity_bytes: self.capacity_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seq: u64) -> Location {
+        Location {
+            seq,
+            offset: seq * 100,
+            len: 100,
+            partition: 0,
+        }
+    }
+
+    #[test]
+    fn serves_only_the_version_the_index_names() {
+        let cache = ValueCache::new(1 << 20);
+        cache.insert(b"k", at(1), b"one");
+        assert_eq!(cache.get(b"k", &at(1)).as_deref(), Some(&b"one"[..]));
+        assert_eq!(cache.get(b"k", &at(2)), None, "a newer version is named");
+        cache.insert(b"k", at(2), b"two");
+        cache.insert(b"k", at(1), b"one");
+        assert_eq!(
+            cache.get(b"k", &at(2)).as_deref(),
+            Some(&b"two"[..]),
+            "an older insert does not replace a newer entry"
+        );
+        cache.remove(b"k", 1);
+        assert!(
+            cache.get(b"k", &at(2)).is_some(),
+            "an older delete keeps it"
+        );
+        cache.remove(b"k", 3);
+        assert_eq!(cache.get(b"k", &at(2)), None);
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses), (3, 2));
+    }
+
+    #[test]
+    fn holds_no_more_bytes_than_its_capacity() {
+        let capacity = 256 << 10;
+        let cache = ValueCache::new(capacity);
+        let value = vec![7u8; 3000];
+        for i in 0..2000u64 {
+            cache.insert(format!("key{i}").as_bytes(), at(i + 1), &value);
+            assert!(cache.stats().bytes <= capacity, "after {i} inserts");
+        }
+        let stats = cache.stats();
+        assert!(stats.entries > 0 && stats.entries < 2000, "{stats:?}");
+        assert!(stats.bytes > capacity / 2, "it is used: {stats:?}");
+    }
+
+    #[test]
+    fn a_zero_capacity_caches_nothing() {
+        let cache = ValueCache::new(0);
+        cache.insert(b"k", at(1), b"v");
+        assert_eq!(cache.get(b"k", &at(1)), None);
+        assert_eq!(cache.stats(), CacheStats::default());
+    }
+
+    #[test]
+    fn large_values_are_not_cached() {
+        let cache = ValueCache::new(64 << 10);
+        cache.insert(b"big", at(1), &vec![0u8; 2 << 10]);
+        assert_eq!(cache.get(b"big", &at(1)), None);
+    }
+}
