@@ -167,7 +167,7 @@ fn start_compute(storage_port: u16, certs: &std::path::Path) -> (KillOnDrop, Soc
         .arg(certs)
         .args(["--listen", "127.0.0.1:0"])
         .args(["--request-timeout-ms", &REQUEST_TIMEOUT_MS.to_string()])
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,compute_node::resp=debug")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
