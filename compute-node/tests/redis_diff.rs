@@ -397,3 +397,66 @@ fn auth_and_hello_with_a_password_answer_as_redis_does() {
     ];
     pair.both_ways(&steps);
 }
+
+/// Keyspace commands over string keys: normal, absent, empty, binary and
+/// wrong arguments.
+fn keyspace_steps() -> Vec<Step> {
+    let binary = b"k\r\n\x00\xff".to_vec();
+    vec![
+        exact(cmd!(
+            "MSET", "ks1", "a", "ks2", "b", "ks3", "", binary, "bin"
+        )),
+        exact(cmd!("TYPE", "ks1")),
+        exact(cmd!("TYPE", "nosuch")),
+        exact(cmd!("TYPE")),
+        exact(cmd!("TYPE", "a", "b")),
+        exact(cmd!("EXISTS", "ks1", "ks1", "nosuch", binary)),
+        exact(cmd!("TOUCH", "ks1", "nosuch", "ks2")),
+        exact(cmd!("TOUCH")),
+        exact(cmd!("UNLINK", "ks3", "nosuch")),
+        exact(cmd!("UNLINK")),
+        exact(cmd!("DBSIZE")),
+        exact(cmd!("RENAME", "ks1", "ks1b")),
+        exact(cmd!("MGET", "ks1", "ks1b")),
+        exact(cmd!("RENAME", "nosuch", "x")),
+        exact(cmd!("RENAME", "ks1b", "ks1b")),
+        exact(cmd!("RENAME", "ks1b", "ks2")),
+        exact(cmd!("GET", "ks2")),
+        // (SplitKV's keys are 1 B to 1 KiB: an empty key is refused.)
+        exact(cmd!("RENAME", binary, "ks8")),
+        exact(cmd!("GET", "ks8")),
+        exact(cmd!("RENAME", "x")),
+        exact(cmd!("SET", "ks1", "one")),
+        exact(cmd!("RENAMENX", "ks1", "ks2")),
+        exact(cmd!("RENAMENX", "ks1", "ks4")),
+        exact(cmd!("RENAMENX", "ks4", "ks4")),
+        exact(cmd!("RENAMENX", "nosuch", "ks9")),
+        exact(cmd!("MGET", "ks1", "ks2", "ks4")),
+        exact(cmd!("COPY", "ks4", "ks5")),
+        exact(cmd!("COPY", "ks4", "ks5")),
+        exact(cmd!("COPY", "ks2", "ks5", "REPLACE")),
+        exact(cmd!("GET", "ks5")),
+        exact(cmd!("COPY", "nosuch", "ks6")),
+        exact(cmd!("COPY", "ks4", "ks4")),
+        exact(cmd!("COPY", "ks4", "ks6", "DB", "0")),
+        exact(cmd!("COPY", "ks4", "ks7", "DB", "1")),
+        exact(cmd!("COPY", "ks4", "ks7", "DB", "x")),
+        exact(cmd!("COPY", "ks4", "ks7", "BOGUS")),
+        exact(cmd!("COPY", "ks4")),
+        exact(cmd!("MGET", "ks4", "ks5", "ks6", "ks7")),
+        exact(cmd!("DEL", "ks2", "ks4", "ks5", "ks6", "ks8", "")),
+        exact(cmd!("DBSIZE")),
+    ]
+}
+
+#[test]
+fn keyspace_commands_answer_as_redis_does() {
+    let mut pair = Pair::start();
+    pair.both_ways(&keyspace_steps());
+    pair.one_by_one(&[by_shape(cmd!("HELLO", "3"), "HELLO's version and id")]);
+    pair.both_ways(&keyspace_steps());
+    let mut queued = vec![exact(cmd!("MULTI"))];
+    queued.extend(keyspace_steps());
+    queued.push(exact(cmd!("EXEC")));
+    pair.both_ways(&queued);
+}

@@ -423,7 +423,7 @@ impl<'a> RespClient<'a> {
                     self.set_run(std::iter::once(cmd), out).await;
                 }
             }
-            Kind::Del => {
+            Kind::Del | Kind::Unlink => {
                 let mut removed = 0;
                 for key in &cmd[1..] {
                     if !self.engine.contains(key) {
@@ -440,7 +440,17 @@ impl<'a> RespClient<'a> {
                 }
                 out.integer(removed);
             }
-            Kind::Exists => {
+            Kind::Type => out.simple(if self.engine.contains(&cmd[1]) {
+                "string"
+            } else {
+                "none"
+            }),
+            Kind::Rename | Kind::Renamenx => {
+                self.rename(&cmd[1], &cmd[2], entry.kind == Kind::Renamenx, out)
+                    .await;
+            }
+            Kind::Copy => self.copy(cmd, out).await,
+            Kind::Exists | Kind::Touch => {
                 let count = cmd[1..].iter().filter(|k| self.engine.contains(k)).count();
                 out.integer(count as i64);
             }
@@ -616,6 +626,82 @@ impl<'a> RespClient<'a> {
             .index
             .get(key)
             .map(|location| location.seq)
+    }
+
+    /// RENAME / RENAMENX: the value is written under `to`, then `from` is
+    /// deleted (a crash between the two leaves both keys, never neither).
+    async fn rename(&self, from: &[u8], to: &[u8], only_new: bool, out: &mut Replies) {
+        let value = match self.engine.get_async(from).await {
+            Ok(Some(value)) => value,
+            Ok(None) => return out.error("ERR no such key"),
+            Err(e) => return engine_error(out, &e),
+        };
+        if from == to {
+            return if only_new {
+                out.integer(0)
+            } else {
+                out.simple("OK")
+            };
+        }
+        if only_new && self.engine.contains(to) {
+            return out.integer(0);
+        }
+        if let Err(e) = self
+            .engine
+            .put_many_async(self.partition, &[(to, &value[..])])
+            .await
+        {
+            return engine_error(out, &e);
+        }
+        if let Err(e) = self.engine.delete_async(self.partition, from).await {
+            return engine_error(out, &e);
+        }
+        if only_new {
+            out.integer(1);
+        } else {
+            out.simple("OK");
+        }
+    }
+
+    /// COPY source destination [DB 0] [REPLACE].
+    async fn copy(&self, cmd: &[Bytes], out: &mut Replies) {
+        let mut replace = false;
+        let mut j = 3;
+        while j < cmd.len() {
+            if cmd[j].eq_ignore_ascii_case(b"replace") {
+                replace = true;
+                j += 1;
+            } else if cmd[j].eq_ignore_ascii_case(b"db") && j + 1 < cmd.len() {
+                match parse_i64(&cmd[j + 1]) {
+                    Some(0) => {}
+                    Some(_) => return out.error("ERR DB index is out of range"),
+                    None => return out.error("ERR value is not an integer or out of range"),
+                }
+                j += 2;
+            } else {
+                return out.error("ERR syntax error");
+            }
+        }
+        let (from, to) = (&cmd[1][..], &cmd[2][..]);
+        if from == to {
+            return out.error("ERR source and destination objects are the same");
+        }
+        let value = match self.engine.get_async(from).await {
+            Ok(Some(value)) => value,
+            Ok(None) => return out.integer(0),
+            Err(e) => return engine_error(out, &e),
+        };
+        if !replace && self.engine.contains(to) {
+            return out.integer(0);
+        }
+        match self
+            .engine
+            .put_many_async(self.partition, &[(to, &value[..])])
+            .await
+        {
+            Ok(()) => out.integer(1),
+            Err(e) => engine_error(out, &e),
+        }
     }
 
     fn set_protocol(&mut self, out: &mut Replies, protocol: Protocol) {

@@ -49,6 +49,12 @@ pub enum Kind {
     Discard,
     Watch,
     Unwatch,
+    Unlink,
+    Type,
+    Touch,
+    Rename,
+    Renamenx,
+    Copy,
 }
 
 /// One key specification, as `COMMAND INFO` reports it: the keys start at
@@ -930,11 +936,209 @@ pub static COMMANDS: &[CommandInfo] = &[
             complexity: Some("O(1)"),
         },
     },
+    CommandInfo {
+        kind: Kind::Unlink,
+        name: "unlink",
+        arity: -2,
+        flags: &["write", "fast"],
+        keys: (1, -1, 1),
+        categories: &["@keyspace", "@write", "@fast"],
+        tips: &["request_policy:multi_shard", "response_policy:agg_sum"],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RM", "delete"],
+            last_key: -1,
+            key_step: 1,
+            limit: 0,
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
+            since: "4.0.0",
+            group: "generic",
+            complexity: Some(
+                "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Type,
+        name: "type",
+        arity: 2,
+        flags: &["readonly", "fast"],
+        keys: (1, 1, 1),
+        categories: &["@keyspace", "@read", "@fast"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO"],
+            last_key: 0,
+            key_step: 1,
+            limit: 0,
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Determine the type stored at key",
+            since: "1.0.0",
+            group: "generic",
+            complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Touch,
+        name: "touch",
+        arity: -2,
+        flags: &["readonly", "fast"],
+        keys: (1, -1, 1),
+        categories: &["@keyspace", "@read", "@fast"],
+        tips: &["request_policy:multi_shard", "response_policy:agg_sum"],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO"],
+            last_key: -1,
+            key_step: 1,
+            limit: 0,
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Alters the last access time of a key(s). Returns the number of existing keys specified.",
+            since: "3.2.1",
+            group: "generic",
+            complexity: Some("O(N) where N is the number of keys that will be touched."),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Rename,
+        name: "rename",
+        arity: 3,
+        flags: &["write"],
+        keys: (1, 2, 1),
+        categories: &["@keyspace", "@write", "@slow"],
+        tips: &[],
+        key_specs: &[
+            KeySpec {
+                notes: None,
+                flags: &["RW", "access", "delete"],
+                last_key: 0,
+                key_step: 1,
+                limit: 0,
+            },
+            KeySpec {
+                notes: None,
+                flags: &["OW", "update"],
+                last_key: 0,
+                key_step: 1,
+                limit: 0,
+            },
+        ],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Rename a key",
+            since: "1.0.0",
+            group: "generic",
+            complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Renamenx,
+        name: "renamenx",
+        arity: 3,
+        flags: &["write", "fast"],
+        keys: (1, 2, 1),
+        categories: &["@keyspace", "@write", "@fast"],
+        tips: &[],
+        key_specs: &[
+            KeySpec {
+                notes: None,
+                flags: &["RW", "access", "delete"],
+                last_key: 0,
+                key_step: 1,
+                limit: 0,
+            },
+            KeySpec {
+                notes: None,
+                flags: &["OW", "insert"],
+                last_key: 0,
+                key_step: 1,
+                limit: 0,
+            },
+        ],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Rename a key, only if the new key does not exist",
+            since: "1.0.0",
+            group: "generic",
+            complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Copy,
+        name: "copy",
+        arity: -3,
+        flags: &["write", "denyoom"],
+        keys: (1, 2, 1),
+        categories: &["@keyspace", "@write", "@slow"],
+        tips: &[],
+        key_specs: &[
+            KeySpec {
+                notes: None,
+                flags: &["RO", "access"],
+                last_key: 0,
+                key_step: 1,
+                limit: 0,
+            },
+            KeySpec {
+                notes: None,
+                flags: &["OW", "update"],
+                last_key: 0,
+                key_step: 1,
+                limit: 0,
+            },
+        ],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Copy a key",
+            since: "6.2.0",
+            group: "generic",
+            complexity: Some(
+                "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
+            ),
+        },
+    },
 ];
+
+/// The README's list of commands: a Markdown table of every command and
+/// subcommand, with Redis's summary of it.
+#[cfg(test)]
+fn markdown_command_list() -> String {
+    let mut text = String::from("| Command | Arity | What it does |\n|---|---|---|\n");
+    for command in COMMANDS.iter() {
+        let rows = std::iter::once(command).chain(command.subcommands.iter());
+        for entry in rows {
+            let name = entry.name.replace('|', " ").to_uppercase();
+            text.push_str(&format!(
+                "| `{name}` | {} | {} |\n",
+                entry.arity, entry.docs.summary
+            ));
+        }
+    }
+    text
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_readme_lists_the_commands_of_the_table() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+            .expect("read README.md");
+        let list = markdown_command_list();
+        assert!(
+            readme.contains(&list),
+            "README.md's command list is not the table's; put this in its place:\n{list}"
+        );
+    }
 
     #[test]
     fn every_name_is_found_in_any_case_and_subcommands_under_their_parent() {
