@@ -68,6 +68,10 @@ fn connection_steps() -> Vec<Step> {
             cmd!("INFO"),
             "INFO describes each server's own state and figures",
         ),
+        by_shape(cmd!("INFO", "server", "clients"), "INFO's figures"),
+        exact(cmd!("INFO", "nosuchsection")),
+        exact(cmd!("INFO", "keyspace")),
+        exact(cmd!("INFO", "KEYSPACE")),
     ]
 }
 

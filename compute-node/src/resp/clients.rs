@@ -118,6 +118,11 @@ impl ClientRegistry {
         all
     }
 
+    /// Connections registered since start.
+    pub fn total_registered(&self) -> u64 {
+        self.next_id.load(Ordering::Relaxed)
+    }
+
     /// Connections currently open.
     pub fn len(&self) -> usize {
         self.clients.lock().len()

@@ -15,6 +15,7 @@
 //! that EXEC aborts, and any other is queued.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -79,6 +80,10 @@ pub struct Shared {
     pub storage: String,
     /// The connected clients.
     pub clients: Arc<ClientRegistry>,
+    /// When the server started.
+    pub started: std::time::Instant,
+    /// Commands carried out since start or CONFIG RESETSTAT.
+    pub commands_processed: AtomicU64,
 }
 
 /// One RESP client's state.
@@ -93,8 +98,6 @@ pub struct RespClient<'a> {
     pub me: &'a ClientEntry,
     /// True once authenticated (or when no password is set).
     pub authenticated: bool,
-    /// Extra lines for INFO (address, storage node).
-    pub info: String,
     /// The port the server listens on (CONFIG GET port).
     pub port: u16,
     reply_mode: ReplyMode,
@@ -196,20 +199,13 @@ fn parse_i64(arg: &[u8]) -> Option<i64> {
 
 impl<'a> RespClient<'a> {
     /// A client that has not yet sent anything.
-    pub fn new(
-        engine: &'a Engine,
-        shared: &'a Shared,
-        me: &'a ClientEntry,
-        info: String,
-        port: u16,
-    ) -> Self {
+    pub fn new(engine: &'a Engine, shared: &'a Shared, me: &'a ClientEntry, port: u16) -> Self {
         Self {
             engine,
             partition: engine.assign_partition(),
             shared,
             me,
             authenticated: shared.requirepass.is_none(),
-            info,
             port,
             reply_mode: ReplyMode::On,
             multi: None,
@@ -240,6 +236,9 @@ impl<'a> RespClient<'a> {
         out: &mut Replies,
         writer: &mut W,
     ) -> std::io::Result<Flow> {
+        self.shared
+            .commands_processed
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let mut i = 0;
         while i < batch.len() {
             let run_of = |want: Kind, most: usize| {
@@ -489,12 +488,21 @@ impl<'a> RespClient<'a> {
             Kind::Echo => out.bulk(&cmd[1]),
             Kind::Dbsize => out.integer(self.engine.len() as i64),
             Kind::Info => {
-                let mut extra = self.info.clone();
-                extra.push_str(&format!(
-                    "\r\nconnected_clients:{}",
-                    self.shared.clients.len()
-                ));
-                let text = super::info::render(self.engine, &extra);
+                let shared = self.shared;
+                let facts = super::info::ServerFacts {
+                    redis_version: REDIS_VERSION,
+                    tcp_port: self.port,
+                    storage: &shared.storage,
+                    connected_clients: shared.clients.len(),
+                    total_connections: shared.clients.total_registered(),
+                    total_commands: shared.commands_processed.load(Ordering::Relaxed),
+                    uptime_seconds: shared.started.elapsed().as_secs(),
+                };
+                let wanted: Vec<String> = cmd[1..]
+                    .iter()
+                    .map(|s| shown(s, 64).to_ascii_lowercase())
+                    .collect();
+                let text = super::info::render(self.engine, &facts, &wanted);
                 out.verbatim(text.as_bytes());
             }
             Kind::Command
@@ -514,7 +522,10 @@ impl<'a> RespClient<'a> {
             },
             Kind::ConfigGet => self.config_get(cmd, out),
             Kind::ConfigSet => config_set(cmd, out),
-            Kind::ConfigResetstat => out.simple("OK"),
+            Kind::ConfigResetstat => {
+                self.shared.commands_processed.store(0, Ordering::Relaxed);
+                out.simple("OK");
+            }
             Kind::Hello => self.hello(cmd, out),
             Kind::Reset => {
                 self.multi = None;

@@ -69,6 +69,8 @@ pub async fn serve(
         requirepass: config.requirepass,
         storage: config.storage,
         clients: Arc::new(ClientRegistry::default()),
+        started: std::time::Instant::now(),
+        commands_processed: std::sync::atomic::AtomicU64::new(0),
     });
     tokio::pin!(shutdown);
     loop {
@@ -103,12 +105,7 @@ async fn serve_client(
     let local = stream.local_addr()?;
     let (mut reader, mut writer) = stream.into_split();
     let registered = shared.clients.register(peer, local);
-    let info = format!(
-        "tcp_port:{}\r\nstorage_node:{}\r\nclient:{peer}",
-        local.port(),
-        shared.storage
-    );
-    let mut client = RespClient::new(engine, shared, &registered.entry, info, local.port());
+    let mut client = RespClient::new(engine, shared, &registered.entry, local.port());
     let config = &engine.inner.config;
     let limits = ParseLimits {
         max_args: MAX_ARGS,
