@@ -427,3 +427,35 @@ fn an_mget_of_many_keys_answers_every_key_in_order() {
         assert_eq!(value, &expected, "{key}");
     }
 }
+
+#[test]
+fn the_redis_crate_works_in_resp3() {
+    let server = start(None);
+    let mut con = redis::Client::open(format!("redis://{}/?protocol=resp3", server.addr))
+        .expect("client")
+        .get_connection()
+        .expect("connect in RESP3");
+    let () = redis::cmd("SET")
+        .arg("k3")
+        .arg("v3")
+        .query(&mut con)
+        .expect("set");
+    let value: redis::Value = redis::cmd("GET").arg("k3").query(&mut con).expect("get");
+    assert_eq!(value, redis::Value::BulkString(b"v3".to_vec()));
+    let missing: redis::Value = redis::cmd("GET")
+        .arg("nope")
+        .query(&mut con)
+        .expect("get missing");
+    assert_eq!(missing, redis::Value::Nil, "RESP3's null");
+    let hello: redis::Value = redis::cmd("HELLO").query(&mut con).expect("hello");
+    assert!(
+        matches!(&hello, redis::Value::Map(pairs) if pairs.iter().any(|(k, v)| *k == redis::Value::BulkString(b"proto".to_vec()) && *v == redis::Value::Int(3))),
+        "{hello:?}"
+    );
+    let config: redis::Value = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("databases")
+        .query(&mut con)
+        .expect("config get");
+    assert!(matches!(config, redis::Value::Map(_)), "{config:?}");
+}
