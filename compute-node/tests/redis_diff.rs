@@ -464,3 +464,42 @@ fn keyspace_commands_answer_as_redis_does() {
     queued.push(exact(cmd!("EXEC")));
     pair.both_ways(&queued);
 }
+
+#[test]
+fn inline_commands_empty_requests_and_quit_answer_as_redis_does() {
+    let mut pair = Pair::start();
+    let raw =
+        b"PING\r\n\r\n*0\r\nECHO hi\r\nSET inl v\r\nGET inl\n  GET   inl  \r\nQUIT\r\nPING\r\n";
+    pair.to_redis.send(raw);
+    pair.to_splitkv.send(raw);
+    for what in ["PING", "ECHO", "SET", "GET", "GET (spaces)", "QUIT"] {
+        diff::compare_replies(&exact(cmd!(what)), &mut pair.to_redis, &mut pair.to_splitkv);
+    }
+    assert!(pair.to_redis.closed(), "Redis closes after QUIT");
+    assert!(pair.to_splitkv.closed(), "SplitKV closes after QUIT");
+}
+
+#[test]
+fn reset_returns_a_connection_to_its_first_state_as_redis_does() {
+    let mut pair = Pair::start();
+    let steps = vec![
+        by_shape(
+            cmd!("HELLO", "3", "SETNAME", "before"),
+            "HELLO's version and id",
+        ),
+        exact(cmd!("CLIENT", "REPLY", "ON")),
+        exact(cmd!("WATCH", "r1")),
+        exact(cmd!("MULTI")),
+        exact(cmd!("SET", "r1", "queued")),
+        exact(cmd!("RESET")),
+        // RESP2 again, no name, no transaction, nothing watched.
+        exact(cmd!("GET", "r1")),
+        exact(cmd!("CLIENT", "GETNAME")),
+        exact(cmd!("EXEC")),
+        exact(cmd!("SET", "r1", "after")),
+        exact(cmd!("MULTI")),
+        exact(cmd!("GET", "r1")),
+        exact(cmd!("EXEC")),
+    ];
+    pair.both_ways(&steps);
+}

@@ -2,7 +2,10 @@
 //! invocations print the same output against a real `redis-server` and
 //! against SplitKV (`-n 0`, `-3` for RESP3, `--pipe` mass insertion).
 
-#[allow(dead_code, reason = "the differential harness; this test uses its servers only")]
+#[allow(
+    dead_code,
+    reason = "the differential harness; this test uses its servers only"
+)]
 mod diff;
 #[allow(
     dead_code,
