@@ -459,3 +459,59 @@ fn the_redis_crate_works_in_resp3() {
         .expect("config get");
     assert!(matches!(config, redis::Value::Map(_)), "{config:?}");
 }
+
+/// Sends `request` and reads until `expected` bytes of replies arrived.
+fn exchange(stream: &mut TcpStream, request: &[u8], expected: usize) -> String {
+    stream.write_all(request).expect("write");
+    let mut got = vec![0u8; expected];
+    stream.read_exact(&mut got).expect("replies");
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[test]
+fn client_setinfo_and_no_touch_answer_as_redis_7_2() {
+    // Redis 7.2 commands: the differential tests' redis-server may be
+    // older, so the replies are checked here as Redis 7.2's source writes
+    // them.
+    let server = start(None);
+    let mut stream = raw(&server);
+    let replies = [
+        ("CLIENT SETINFO LIB-NAME my-lib\r\n", "+OK\r\n"),
+        ("CLIENT SETINFO lib-ver 1.2.3\r\n", "+OK\r\n"),
+        (
+            "CLIENT SETINFO BOGUS x\r\n",
+            "-ERR Unrecognized option 'BOGUS'\r\n",
+        ),
+        (
+            "CLIENT SETINFO LIB-NAME\r\n",
+            "-ERR wrong number of arguments for 'client|setinfo' command\r\n",
+        ),
+        ("CLIENT NO-TOUCH on\r\n", "+OK\r\n"),
+        ("CLIENT NO-TOUCH off\r\n", "+OK\r\n"),
+        ("CLIENT NO-TOUCH maybe\r\n", "-ERR syntax error\r\n"),
+    ];
+    for (request, reply) in replies {
+        assert_eq!(
+            exchange(&mut stream, request.as_bytes(), reply.len()),
+            reply,
+            "{request}"
+        );
+    }
+    let mut con = client(&server);
+    let info: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut con)
+        .expect("list");
+    assert!(info.contains("lib-name=my-lib lib-ver=1.2.3"), "{info}");
+    let err = redis::cmd("CLIENT")
+        .arg("SETINFO")
+        .arg("LIB-NAME")
+        .arg("has space")
+        .query::<()>(&mut con)
+        .expect_err("a name with a space");
+    assert!(
+        err.to_string()
+            .contains("lib-name cannot contain spaces, newlines or special characters"),
+        "{err}"
+    );
+}
