@@ -503,3 +503,26 @@ fn reset_returns_a_connection_to_its_first_state_as_redis_does() {
     ];
     pair.both_ways(&steps);
 }
+
+#[test]
+fn inline_quotes_answer_as_redis_does() {
+    let mut pair = Pair::start();
+    let raw =
+        b"SET \"q a\" 'v b'\r\nGET \"q a\"\r\nECHO \"x\\ny\\x41\\\"\" 'it\\'s'\r\nECHO \"\"\r\n";
+    pair.to_redis.send(raw);
+    pair.to_splitkv.send(raw);
+    for what in ["SET", "GET", "ECHO escapes", "ECHO empty"] {
+        diff::compare_replies(&exact(cmd!(what)), &mut pair.to_redis, &mut pair.to_splitkv);
+    }
+    // Unbalanced quotes: an error, and the connection is closed.
+    let raw = b"ECHO \"open\r\n";
+    pair.to_redis.send(raw);
+    pair.to_splitkv.send(raw);
+    diff::compare_replies(
+        &exact(cmd!("ECHO")),
+        &mut pair.to_redis,
+        &mut pair.to_splitkv,
+    );
+    assert!(pair.to_redis.closed());
+    assert!(pair.to_splitkv.closed());
+}
