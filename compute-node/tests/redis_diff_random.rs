@@ -3,7 +3,10 @@
 //! `redis-server` and to a compute node, one at a time or pipelined; every
 //! reply must be the same bytes.
 
-#[allow(dead_code, reason = "the differential harness; this test uses part of it")]
+#[allow(
+    dead_code,
+    reason = "the differential harness; this test uses part of it"
+)]
 mod diff;
 mod support;
 
@@ -127,6 +130,10 @@ fn random_command_streams_answer_as_redis_does() {
         })
         .expect("every reply the same as Redis's");
     // 256 streams of 1 to 11 units each, a unit one command or more.
-    assert!(steps_compared.get() >= 256, "{} steps", steps_compared.get());
+    assert!(
+        steps_compared.get() >= 256,
+        "{} steps",
+        steps_compared.get()
+    );
     eprintln!("{} commands compared", steps_compared.get());
 }

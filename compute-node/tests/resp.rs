@@ -515,3 +515,51 @@ fn client_setinfo_and_no_touch_answer_as_redis_7_2() {
         "{err}"
     );
 }
+
+#[test]
+fn no_other_client_sees_half_of_a_transaction() {
+    let server = start(None);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut con = client(&server);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let (x, y): (Option<String>, Option<String>) = redis::cmd("MGET")
+                        .arg("iso:x")
+                        .arg("iso:y")
+                        .query(&mut con)
+                        .expect("mget");
+                    assert_eq!(x, y, "a reader saw half of a transaction");
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let mut con = client(&server);
+    for i in 0..300 {
+        // The GET between the SETs makes EXEC carry the commands out one by
+        // one (not as one batch of SETs).
+        let replies: (String, Option<String>, String) = redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg("iso:x")
+            .arg(i)
+            .cmd("GET")
+            .arg("iso:x")
+            .cmd("SET")
+            .arg("iso:y")
+            .arg(i)
+            .query(&mut con)
+            .expect("exec");
+        assert_eq!(replies.1, Some(i.to_string()));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for reader in readers {
+        let reads = reader.join().expect("reader");
+        assert!(reads > 0, "the reader never read");
+    }
+}

@@ -84,6 +84,11 @@ pub struct Shared {
     pub started: std::time::Instant,
     /// Commands carried out since start or CONFIG RESETSTAT.
     pub commands_processed: AtomicU64,
+    /// Held shared by every command while it reads or writes, and
+    /// exclusively by EXEC while it checks the watched keys and carries out
+    /// its commands, so that no other client's command interleaves with a
+    /// transaction. Never held while replies are written to a socket.
+    pub exec_gate: tokio::sync::RwLock<()>,
 }
 
 /// One RESP client's state.
@@ -104,6 +109,11 @@ pub struct RespClient<'a> {
     multi: Option<Transaction>,
     /// Watched keys with the sequence number each had at WATCH.
     watched: Vec<(Bytes, Option<u64>)>,
+    /// This client's share of the EXEC gate while one of its commands runs.
+    gate: Option<tokio::sync::RwLockReadGuard<'a, ()>>,
+    /// True while EXEC carries out the queued commands (holding the gate
+    /// exclusively).
+    in_exec: bool,
 }
 
 fn engine_error(out: &mut Replies, err: &EngineError) {
@@ -210,6 +220,8 @@ impl<'a> RespClient<'a> {
             reply_mode: ReplyMode::On,
             multi: None,
             watched: Vec::new(),
+            gate: None,
+            in_exec: false,
         }
     }
 
@@ -252,6 +264,7 @@ impl<'a> RespClient<'a> {
             let sets = run_of(Kind::Set, usize::MAX);
             if !sets.is_empty() {
                 i = sets.end;
+                let _gate = self.shared.exec_gate.read().await;
                 self.set_run(batch[sets].iter().map(Vec::as_slice), out)
                     .await;
             } else {
@@ -259,6 +272,7 @@ impl<'a> RespClient<'a> {
                 if !gets.is_empty() {
                     i = gets.end;
                     let keys: Vec<&[u8]> = batch[gets].iter().map(|cmd| &cmd[1][..]).collect();
+                    let _gate = self.shared.exec_gate.read().await;
                     self.get_run(&keys, out).await;
                 } else {
                     if self.one(&batch[i], out, writer).await? == Flow::Close {
@@ -334,7 +348,13 @@ impl<'a> RespClient<'a> {
             }
         };
         let mark = out.bytes.len();
-        let flow = self.checked(cmd, out, writer).await?;
+        // EXEC takes the gate exclusively itself.
+        if !cmd[0].eq_ignore_ascii_case(b"exec") {
+            self.gate = Some(self.shared.exec_gate.read().await);
+        }
+        let flow = self.checked(cmd, out, writer).await;
+        self.gate = None;
+        let flow = flow?;
         if suppress && out.bytes.len() >= mark {
             out.bytes.truncate(mark);
         }
@@ -461,8 +481,17 @@ impl<'a> RespClient<'a> {
                 for keys in cmd[1..].chunks(GET_RUN_KEYS) {
                     let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
                     self.get_run(&keys, out).await;
-                    if self.reply_mode == ReplyMode::On {
+                    // Inside EXEC the replies wait for the end; elsewhere
+                    // the gate is let go while they are written.
+                    if self.reply_mode == ReplyMode::On
+                        && !self.in_exec
+                        && out.bytes.len() >= FLUSH_BYTES
+                    {
+                        let shared = self.gate.take().is_some();
                         flush_if_full(out, writer).await?;
+                        if shared {
+                            self.gate = Some(self.shared.exec_gate.read().await);
+                        }
                     }
                 }
             }
@@ -736,6 +765,8 @@ impl<'a> RespClient<'a> {
             out.error("EXECABORT Transaction discarded because of previous errors.");
             return Ok(Flow::Continue);
         }
+        let shared = self.shared;
+        let _exclusive = shared.exec_gate.write().await;
         if watched
             .iter()
             .any(|(key, version)| self.version_of(key) != *version)
@@ -763,6 +794,7 @@ impl<'a> RespClient<'a> {
             return Ok(Flow::Continue);
         }
         let mut flow = Flow::Continue;
+        self.in_exec = true;
         for cmd in &queued {
             let entry = match rejection(cmd) {
                 Ok(entry) => entry,
@@ -771,10 +803,16 @@ impl<'a> RespClient<'a> {
                     continue;
                 }
             };
-            if Box::pin(self.execute(entry, cmd, out, writer)).await? == Flow::Close {
-                flow = Flow::Close;
+            match Box::pin(self.execute(entry, cmd, out, writer)).await {
+                Ok(Flow::Close) => flow = Flow::Close,
+                Ok(Flow::Continue) => {}
+                Err(e) => {
+                    self.in_exec = false;
+                    return Err(e);
+                }
             }
         }
+        self.in_exec = false;
         Ok(flow)
     }
 

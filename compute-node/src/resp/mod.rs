@@ -71,6 +71,7 @@ pub async fn serve(
         clients: Arc::new(ClientRegistry::default()),
         started: std::time::Instant::now(),
         commands_processed: std::sync::atomic::AtomicU64::new(0),
+        exec_gate: tokio::sync::RwLock::new(()),
     });
     tokio::pin!(shutdown);
     loop {
