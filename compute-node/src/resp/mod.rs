@@ -1,6 +1,15 @@
-//! A Redis-protocol (RESP2 and RESP3, chosen per connection by HELLO) server in front of the [`Engine`], so that
-//! redis-cli, redis-benchmark and Redis client libraries work against
-//! SplitKV.
+//! A Redis-protocol server in front of the [`Engine`], so that redis-cli,
+//! redis-benchmark and Redis client libraries work against SplitKV with
+//! their default settings. Every command SplitKV has answers as Redis 7
+//! does; each connection speaks RESP2 until `HELLO 3` switches it to RESP3,
+//! and one encoder writes every reply in the connection's version.
+//!
+//! Parts: `parser` (bytes in, whole commands out, lengths checked before
+//! anything is reserved), `table` (the command table `COMMAND` answers
+//! from and dispatch reads), `commands` (what each command does and
+//! answers, transactions), `reply` (the encoder), `clients` (the connected
+//! clients, for CLIENT LIST and KILL), `info` (INFO's text), `glob`
+//! (Redis's patterns, for CONFIG GET).
 //!
 //! Each client connection reads what has arrived, parses every complete
 //! command, carries the batch out in order, and writes all the
@@ -10,7 +19,8 @@
 //! the middle of a batch, once 1 MiB of them is waiting. What
 //! one client can make the server hold is bounded: one command's arguments
 //! by the frame limit (smaller before a required AUTH), a batch by 1024
-//! commands, and values being read by runs of 64 keys.
+//! commands, values being read by runs of 64 keys, a transaction by
+//! 65536 queued commands, and WATCH by 65536 keys.
 //! Malformed input gets an error reply and the connection is closed;
 //! unknown commands and wrong arity get an error reply and the connection
 //! goes on.
