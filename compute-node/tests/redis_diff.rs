@@ -526,3 +526,69 @@ fn inline_quotes_answer_as_redis_does() {
     assert!(pair.to_redis.closed());
     assert!(pair.to_splitkv.closed());
 }
+
+#[test]
+fn command_info_of_every_command_splitkv_lists_is_redis_s() {
+    let mut pair = Pair::start();
+    let names = |c: &mut diff::Connection, args: &[&[u8]]| -> Vec<Vec<u8>> {
+        c.send(&diff::encode(args));
+        match c.reply().1 {
+            diff::Reply::Array(Some(items)) => items
+                .into_iter()
+                .map(|item| match item {
+                    diff::Reply::Bulk(Some(name)) => name,
+                    other => panic!("COMMAND LIST gave {other:?}"),
+                })
+                .collect(),
+            other => panic!("COMMAND LIST answered {other:?}"),
+        }
+    };
+    let ours = names(&mut pair.to_splitkv, cmd!("COMMAND", "LIST"));
+    let redis_has = names(&mut pair.to_redis, cmd!("COMMAND", "LIST"));
+    pair.to_splitkv
+        .send(&diff::encode(cmd!("COMMAND", "COUNT")));
+    assert_eq!(
+        pair.to_splitkv.reply().1,
+        diff::Reply::Integer(ours.len() as i64),
+        "COMMAND COUNT counts what COMMAND LIST lists"
+    );
+    let containers = ["client", "config", "command"];
+    let mut steps = Vec::new();
+    for name in &ours {
+        assert!(
+            redis_has.contains(name),
+            "Redis has no {:?}",
+            String::from_utf8_lossy(name)
+        );
+        let text = String::from_utf8_lossy(name).into_owned();
+        if containers.contains(&text.as_str()) {
+            // Redis lists subcommands SplitKV does not have; each of
+            // SplitKV's is compared on its own below.
+            continue;
+        }
+        steps.push(exact(&[b"COMMAND", b"INFO", name]));
+    }
+    let subcommands: &[&str] = &[
+        "client|id",
+        "client|setname",
+        "client|getname",
+        "client|info",
+        "client|list",
+        "client|kill",
+        "client|no-evict",
+        "client|reply",
+        "config|get",
+        "config|set",
+        "config|resetstat",
+        "command|count",
+        "command|info",
+        "command|docs",
+        "command|list",
+    ];
+    for sub in subcommands {
+        steps.push(exact(&[b"COMMAND", b"INFO", sub.as_bytes()]));
+    }
+    pair.one_by_one(&steps);
+    pair.one_by_one(&[by_shape(cmd!("HELLO", "3"), "HELLO's version and id")]);
+    pair.pipelined(&steps);
+}

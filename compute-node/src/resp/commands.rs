@@ -1239,7 +1239,7 @@ fn command_entry(out: &mut Replies, entry: &CommandInfo) {
         out.bulk(b"spec");
         out.map(1);
         out.bulk(b"index");
-        out.integer(1);
+        out.integer(spec.begin_index);
         out.bulk(b"find_keys");
         out.map(2);
         out.bulk(b"type");

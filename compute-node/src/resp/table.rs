@@ -58,10 +58,12 @@ pub enum Kind {
 }
 
 /// One key specification, as `COMMAND INFO` reports it: the keys start at
-/// argument 1 and run to `last_key` (negative: counted from the end) in
-/// steps of `key_step`.
+/// argument `begin_index` and run to `last_key` (negative: counted from the
+/// end) in steps of `key_step`.
 #[derive(Debug)]
 pub struct KeySpec {
+    /// The argument the first key is at.
+    pub begin_index: i64,
     /// A note Redis attaches to the spec, if any.
     pub notes: Option<&'static str>,
     /// Access flags (`RO`, `RW`, `OW`, `RM`, `access`, `update`, …).
@@ -458,6 +460,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         categories: &["@read", "@string", "@fast"],
         tips: &[],
         key_specs: &[KeySpec {
+            begin_index: 1,
             notes: None,
             flags: &["RO", "access"],
             last_key: 0,
@@ -481,6 +484,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         categories: &["@write", "@string", "@slow"],
         tips: &[],
         key_specs: &[KeySpec {
+            begin_index: 1,
             notes: Some("RW and ACCESS due to the optional `GET` argument"),
             flags: &["RW", "access", "update", "variable_flags"],
             last_key: 0,
@@ -504,6 +508,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         categories: &["@keyspace", "@write", "@slow"],
         tips: &["request_policy:multi_shard", "response_policy:agg_sum"],
         key_specs: &[KeySpec {
+            begin_index: 1,
             notes: None,
             flags: &["RM", "delete"],
             last_key: -1,
@@ -529,6 +534,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         categories: &["@keyspace", "@read", "@fast"],
         tips: &["request_policy:multi_shard", "response_policy:agg_sum"],
         key_specs: &[KeySpec {
+            begin_index: 1,
             notes: None,
             flags: &["RO"],
             last_key: -1,
@@ -552,6 +558,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         categories: &["@read", "@string", "@fast"],
         tips: &["request_policy:multi_shard"],
         key_specs: &[KeySpec {
+            begin_index: 1,
             notes: None,
             flags: &["RO", "access"],
             last_key: -1,
@@ -578,6 +585,7 @@ pub static COMMANDS: &[CommandInfo] = &[
             "response_policy:all_succeeded",
         ],
         key_specs: &[KeySpec {
+            begin_index: 1,
             notes: None,
             flags: &["OW", "update"],
             last_key: -1,
@@ -905,6 +913,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         categories: &["@fast", "@transaction"],
         tips: &[],
         key_specs: &[KeySpec {
+            begin_index: 1,
             notes: None,
             flags: &["RO"],
             last_key: -1,
@@ -945,6 +954,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         categories: &["@keyspace", "@write", "@fast"],
         tips: &["request_policy:multi_shard", "response_policy:agg_sum"],
         key_specs: &[KeySpec {
+            begin_index: 1,
             notes: None,
             flags: &["RM", "delete"],
             last_key: -1,
@@ -970,6 +980,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         categories: &["@keyspace", "@read", "@fast"],
         tips: &[],
         key_specs: &[KeySpec {
+            begin_index: 1,
             notes: None,
             flags: &["RO"],
             last_key: 0,
@@ -993,6 +1004,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         categories: &["@keyspace", "@read", "@fast"],
         tips: &["request_policy:multi_shard", "response_policy:agg_sum"],
         key_specs: &[KeySpec {
+            begin_index: 1,
             notes: None,
             flags: &["RO"],
             last_key: -1,
@@ -1017,6 +1029,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         tips: &[],
         key_specs: &[
             KeySpec {
+                begin_index: 1,
                 notes: None,
                 flags: &["RW", "access", "delete"],
                 last_key: 0,
@@ -1024,6 +1037,7 @@ pub static COMMANDS: &[CommandInfo] = &[
                 limit: 0,
             },
             KeySpec {
+                begin_index: 2,
                 notes: None,
                 flags: &["OW", "update"],
                 last_key: 0,
@@ -1049,6 +1063,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         tips: &[],
         key_specs: &[
             KeySpec {
+                begin_index: 1,
                 notes: None,
                 flags: &["RW", "access", "delete"],
                 last_key: 0,
@@ -1056,6 +1071,7 @@ pub static COMMANDS: &[CommandInfo] = &[
                 limit: 0,
             },
             KeySpec {
+                begin_index: 2,
                 notes: None,
                 flags: &["OW", "insert"],
                 last_key: 0,
@@ -1081,6 +1097,7 @@ pub static COMMANDS: &[CommandInfo] = &[
         tips: &[],
         key_specs: &[
             KeySpec {
+                begin_index: 1,
                 notes: None,
                 flags: &["RO", "access"],
                 last_key: 0,
@@ -1088,6 +1105,7 @@ pub static COMMANDS: &[CommandInfo] = &[
                 limit: 0,
             },
             KeySpec {
+                begin_index: 2,
                 notes: None,
                 flags: &["OW", "update"],
                 last_key: 0,
