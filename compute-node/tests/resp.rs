@@ -427,3 +427,139 @@ fn an_mget_of_many_keys_answers_every_key_in_order() {
         assert_eq!(value, &expected, "{key}");
     }
 }
+
+#[test]
+fn the_redis_crate_works_in_resp3() {
+    let server = start(None);
+    let mut con = redis::Client::open(format!("redis://{}/?protocol=resp3", server.addr))
+        .expect("client")
+        .get_connection()
+        .expect("connect in RESP3");
+    let () = redis::cmd("SET")
+        .arg("k3")
+        .arg("v3")
+        .query(&mut con)
+        .expect("set");
+    let value: redis::Value = redis::cmd("GET").arg("k3").query(&mut con).expect("get");
+    assert_eq!(value, redis::Value::BulkString(b"v3".to_vec()));
+    let missing: redis::Value = redis::cmd("GET")
+        .arg("nope")
+        .query(&mut con)
+        .expect("get missing");
+    assert_eq!(missing, redis::Value::Nil, "RESP3's null");
+    let hello: redis::Value = redis::cmd("HELLO").query(&mut con).expect("hello");
+    assert!(
+        matches!(&hello, redis::Value::Map(pairs) if pairs.iter().any(|(k, v)| *k == redis::Value::BulkString(b"proto".to_vec()) && *v == redis::Value::Int(3))),
+        "{hello:?}"
+    );
+    let config: redis::Value = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("databases")
+        .query(&mut con)
+        .expect("config get");
+    assert!(matches!(config, redis::Value::Map(_)), "{config:?}");
+}
+
+/// Sends `request` and reads until `expected` bytes of replies arrived.
+fn exchange(stream: &mut TcpStream, request: &[u8], expected: usize) -> String {
+    stream.write_all(request).expect("write");
+    let mut got = vec![0u8; expected];
+    stream.read_exact(&mut got).expect("replies");
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[test]
+fn client_setinfo_and_no_touch_answer_as_redis_7_2() {
+    // Redis 7.2 commands: the differential tests' redis-server may be
+    // older, so the replies are checked here as Redis 7.2's source writes
+    // them.
+    let server = start(None);
+    let mut stream = raw(&server);
+    let replies = [
+        ("CLIENT SETINFO LIB-NAME my-lib\r\n", "+OK\r\n"),
+        ("CLIENT SETINFO lib-ver 1.2.3\r\n", "+OK\r\n"),
+        (
+            "CLIENT SETINFO BOGUS x\r\n",
+            "-ERR Unrecognized option 'BOGUS'\r\n",
+        ),
+        (
+            "CLIENT SETINFO LIB-NAME\r\n",
+            "-ERR wrong number of arguments for 'client|setinfo' command\r\n",
+        ),
+        ("CLIENT NO-TOUCH on\r\n", "+OK\r\n"),
+        ("CLIENT NO-TOUCH off\r\n", "+OK\r\n"),
+        ("CLIENT NO-TOUCH maybe\r\n", "-ERR syntax error\r\n"),
+    ];
+    for (request, reply) in replies {
+        assert_eq!(
+            exchange(&mut stream, request.as_bytes(), reply.len()),
+            reply,
+            "{request}"
+        );
+    }
+    let mut con = client(&server);
+    let info: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut con)
+        .expect("list");
+    assert!(info.contains("lib-name=my-lib lib-ver=1.2.3"), "{info}");
+    let err = redis::cmd("CLIENT")
+        .arg("SETINFO")
+        .arg("LIB-NAME")
+        .arg("has space")
+        .query::<()>(&mut con)
+        .expect_err("a name with a space");
+    assert!(
+        err.to_string()
+            .contains("lib-name cannot contain spaces, newlines or special characters"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_other_client_sees_half_of_a_transaction() {
+    let server = start(None);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut con = client(&server);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let (x, y): (Option<String>, Option<String>) = redis::cmd("MGET")
+                        .arg("iso:x")
+                        .arg("iso:y")
+                        .query(&mut con)
+                        .expect("mget");
+                    assert_eq!(x, y, "a reader saw half of a transaction");
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let mut con = client(&server);
+    for i in 0..300 {
+        // The GET between the SETs makes EXEC carry the commands out one by
+        // one (not as one batch of SETs).
+        let replies: (String, Option<String>, String) = redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg("iso:x")
+            .arg(i)
+            .cmd("GET")
+            .arg("iso:x")
+            .cmd("SET")
+            .arg("iso:y")
+            .arg(i)
+            .query(&mut con)
+            .expect("exec");
+        assert_eq!(replies.1, Some(i.to_string()));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for reader in readers {
+        let reads = reader.join().expect("reader");
+        assert!(reads > 0, "the reader never read");
+    }
+}

@@ -1,74 +1,176 @@
-//! The text of the INFO command.
+//! The text of the INFO command: Redis's sections (server, clients,
+//! memory, persistence, stats, replication, keyspace) with the fields
+//! clients read, and SplitKV's own (index, windows, storage links), laid
+//! out as Redis lays them out.
 
 use std::fmt::Write as _;
 
 use crate::Engine;
 
-/// INFO's sections: server, keyspace, and SplitKV's own figures (index size
-/// and bytes per key, window hit ratio, connections and fencing).
-pub fn render(engine: &Engine, extra: &str) -> String {
-    let stats = engine.stats();
-    let mut text = String::with_capacity(1024);
-    let _ = write!(
-        text,
-        "# Server\r\nredis_version:7.2.0\r\nsplitkv_version:{}\r\nprocess_id:{}\r\n{extra}\r\n",
-        env!("CARGO_PKG_VERSION"),
-        std::process::id(),
-    );
-    let _ = write!(
-        text,
-        "# Keyspace\r\ndb0:keys={},expires=0,avg_ttl=0\r\n\r\n",
-        stats.index.live_keys
-    );
-    let _ = write!(
-        text,
-        "# SplitKV\r\n\
-         index_keys:{}\r\n\
-         index_tombstones:{}\r\n\
-         index_memory_bytes:{}\r\n\
-         index_bytes_per_key:{:.1}\r\n\
-         reads:{}\r\n\
-         read_hits:{}\r\n\
-         read_misses:{}\r\n\
-         hit_ratio:{:.4}\r\n\
-         window_fetches:{}\r\n\
-         window_fetch_bytes:{}\r\n\
-         point_reads:{}\r\n\
-         cache_hits:{}\r\n\
-         cache_misses:{}\r\n\
-         cache_bytes:{}\r\n\
-         cache_entries:{}\r\n\
-         cache_capacity_bytes:{}\r\n\
-         puts:{}\r\n\
-         deletes:{}\r\n\
-         partitions:{}\r\n\
-         storage_connections_up:{}\r\n\
-         writer_epoch:{}\r\n\
-         fenced:{}\r\n\
-         tail_pulls:{}\r\n",
-        stats.index.live_keys,
-        stats.index.tombstones,
-        stats.index.memory_bytes,
-        stats.index_bytes_per_key(),
-        stats.gets,
-        stats.hits,
-        stats.misses,
-        stats.hit_ratio(),
-        stats.window_fetches,
-        stats.window_fetch_bytes,
-        stats.point_reads,
-        stats.cache_hits,
-        stats.cache_misses,
-        stats.cache_bytes,
-        stats.cache_entries,
-        stats.cache_capacity_bytes,
-        stats.puts,
-        stats.deletes,
-        stats.partitions,
-        stats.links_up,
-        stats.epoch,
-        u8::from(stats.fenced),
-        stats.tail_pulls,
-    );
+/// The sections, in the order INFO gives them.
+const SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "keyspace",
+    "splitkv",
+];
+
+/// What INFO shows about the server besides the engine's figures.
+#[derive(Debug)]
+pub struct ServerFacts<'a> {
+    /// The Redis version SplitKV's replies follow.
+    pub redis_version: &'a str,
+    /// The TCP port the server listens on.
+    pub tcp_port: u16,
+    /// The storage node's address.
+    pub storage: &'a str,
+    /// Connections open now.
+    pub connected_clients: usize,
+    /// Connections accepted since start.
+    pub total_connections: u64,
+    /// Commands carried out since start (or since CONFIG RESETSTAT).
+    pub total_commands: u64,
+    /// Seconds since the server started.
+    pub uptime_seconds: u64,
+}
+
+/// INFO's text for the sections `wanted` names (lower case; empty means
+/// the default set, which is every section; `all` and `everything` are
+/// every section too). Sections are separated by a blank line.
+pub fn render(engine: &Engine, facts: &ServerFacts<'_>, wanted: &[String]) -> String {
+    let every = wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| w == "all" || w == "everything" || w == "default");
+    let mut text = String::with_capacity(2048);
+    for section in SECTIONS {
+        if !every && !wanted.iter().any(|w| w == section) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        section_text(&mut text, section, engine, facts);
+    }
     text
+}
+
+fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &ServerFacts<'_>) {
+    let stats = engine.stats();
+    let _ = match section {
+        "server" => write!(
+            text,
+            "# Server\r\n\
+             redis_version:{}\r\n\
+             splitkv_version:{}\r\n\
+             redis_mode:standalone\r\n\
+             os:{}\r\n\
+             arch_bits:64\r\n\
+             process_id:{}\r\n\
+             tcp_port:{}\r\n\
+             uptime_in_seconds:{}\r\n\
+             uptime_in_days:{}\r\n",
+            facts.redis_version,
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::process::id(),
+            facts.tcp_port,
+            facts.uptime_seconds,
+            facts.uptime_seconds / 86_400,
+        ),
+        "clients" => write!(
+            text,
+            "# Clients\r\nconnected_clients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\n",
+            facts.connected_clients
+        ),
+        "memory" => write!(
+            text,
+            "# Memory\r\nused_memory:{}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n",
+            stats.index.memory_bytes
+        ),
+        // The compute node keeps nothing on disk of its own: the storage
+        // node persists every acknowledged write.
+        "persistence" => write!(
+            text,
+            "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_bgsave_in_progress:0\r\n\
+             aof_enabled:0\r\naof_rewrite_in_progress:0\r\n"
+        ),
+        "stats" => write!(
+            text,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+             keyspace_hits:{}\r\nkeyspace_misses:0\r\n",
+            facts.total_connections, facts.total_commands, stats.gets
+        ),
+        "replication" => write!(
+            text,
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
+        ),
+        "keyspace" => {
+            text.push_str("# Keyspace\r\n");
+            if stats.index.live_keys > 0 {
+                let _ = write!(
+                    text,
+                    "db0:keys={},expires=0,avg_ttl=0\r\n",
+                    stats.index.live_keys
+                );
+            }
+            Ok(())
+        }
+        _ => write!(
+            text,
+            "# SplitKV\r\n\
+             storage_node:{}\r\n\
+             index_keys:{}\r\n\
+             index_tombstones:{}\r\n\
+             index_memory_bytes:{}\r\n\
+             index_bytes_per_key:{:.1}\r\n\
+             reads:{}\r\n\
+             read_hits:{}\r\n\
+             read_misses:{}\r\n\
+             hit_ratio:{:.4}\r\n\
+             window_fetches:{}\r\n\
+             window_fetch_bytes:{}\r\n\
+             point_reads:{}\r\n\
+             cache_hits:{}\r\n\
+             cache_misses:{}\r\n\
+             cache_bytes:{}\r\n\
+             cache_entries:{}\r\n\
+             cache_capacity_bytes:{}\r\n\
+             puts:{}\r\n\
+             deletes:{}\r\n\
+             partitions:{}\r\n\
+             storage_connections_up:{}\r\n\
+             writer_epoch:{}\r\n\
+             fenced:{}\r\n\
+             tail_pulls:{}\r\n",
+            facts.storage,
+            stats.index.live_keys,
+            stats.index.tombstones,
+            stats.index.memory_bytes,
+            stats.index_bytes_per_key(),
+            stats.gets,
+            stats.hits,
+            stats.misses,
+            stats.hit_ratio(),
+            stats.window_fetches,
+            stats.window_fetch_bytes,
+            stats.point_reads,
+            stats.cache_hits,
+            stats.cache_misses,
+            stats.cache_bytes,
+            stats.cache_entries,
+            stats.cache_capacity_bytes,
+            stats.puts,
+            stats.deletes,
+            stats.partitions,
+            stats.links_up,
+            stats.epoch,
+            u8::from(stats.fenced),
+            stats.tail_pulls,
+        ),
+    };
 }

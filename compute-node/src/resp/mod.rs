@@ -1,6 +1,15 @@
-//! A Redis-protocol (RESP2) server in front of the [`Engine`], so that
-//! redis-cli, redis-benchmark and Redis client libraries work against
-//! SplitKV.
+//! A Redis-protocol server in front of the [`Engine`], so that redis-cli,
+//! redis-benchmark and Redis client libraries work against SplitKV with
+//! their default settings. Every command SplitKV has answers as Redis 7
+//! does; each connection speaks RESP2 until `HELLO 3` switches it to RESP3,
+//! and one encoder writes every reply in the connection's version.
+//!
+//! Parts: `parser` (bytes in, whole commands out, lengths checked before
+//! anything is reserved), `table` (the command table `COMMAND` answers
+//! from and dispatch reads), `commands` (what each command does and
+//! answers, transactions), `reply` (the encoder), `clients` (the connected
+//! clients, for CLIENT LIST and KILL), `info` (INFO's text), `glob`
+//! (Redis's patterns, for CONFIG GET).
 //!
 //! Each client connection reads what has arrived, parses every complete
 //! command, carries the batch out in order, and writes all the
@@ -10,15 +19,19 @@
 //! the middle of a batch, once 1 MiB of them is waiting. What
 //! one client can make the server hold is bounded: one command's arguments
 //! by the frame limit (smaller before a required AUTH), a batch by 1024
-//! commands, and values being read by runs of 64 keys.
+//! commands, values being read by runs of 64 keys, a transaction by
+//! 65536 queued commands, and WATCH by 65536 keys.
 //! Malformed input gets an error reply and the connection is closed;
 //! unknown commands and wrong arity get an error reply and the connection
 //! goes on.
 
+mod clients;
 mod commands;
+mod glob;
 mod info;
 mod parser;
 mod reply;
+mod table;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,8 +42,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::Engine;
-use commands::{Flow, RespClient};
+use clients::ClientRegistry;
+use commands::{Flow, RespClient, Shared};
 use parser::{ParseLimits, RequestParser};
+use reply::Replies;
 
 /// Commands carried out per batch at most.
 const MAX_BATCH: usize = 1024;
@@ -60,16 +75,23 @@ pub async fn serve(
     config: RespConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let config = Arc::new(config);
+    let shared = Arc::new(Shared {
+        requirepass: config.requirepass,
+        storage: config.storage,
+        clients: Arc::new(ClientRegistry::default()),
+        started: std::time::Instant::now(),
+        commands_processed: std::sync::atomic::AtomicU64::new(0),
+        exec_gate: tokio::sync::RwLock::new(()),
+    });
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let engine = Arc::clone(&engine);
-                    let config = Arc::clone(&config);
+                    let shared = Arc::clone(&shared);
                     tokio::spawn(async move {
-                        if let Err(e) = serve_client(&engine, stream, peer, &config).await {
+                        if let Err(e) = serve_client(&engine, stream, peer, &shared).await {
                             tracing::debug!(%peer, "client connection ended: {e}");
                         }
                     });
@@ -88,23 +110,13 @@ async fn serve_client(
     engine: &Engine,
     stream: TcpStream,
     peer: SocketAddr,
-    config: &RespConfig,
+    shared: &Shared,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr()?;
     let (mut reader, mut writer) = stream.into_split();
-    let info = format!(
-        "tcp_port:{}\r\nstorage_node:{}\r\nclient:{peer}",
-        local.port(),
-        config.storage
-    );
-    let mut client = RespClient {
-        engine,
-        partition: engine.assign_partition(),
-        requirepass: config.requirepass.as_deref(),
-        authenticated: config.requirepass.is_none(),
-        info: &info,
-    };
+    let registered = shared.clients.register(peer, local);
+    let mut client = RespClient::new(engine, shared, &registered.entry, local.port());
     let config = &engine.inner.config;
     let limits = ParseLimits {
         max_args: MAX_ARGS,
@@ -124,15 +136,18 @@ async fn serve_client(
         UNAUTHENTICATED_LIMITS
     });
     let mut input = BytesMut::with_capacity(16 << 10);
-    let mut out = BytesMut::with_capacity(16 << 10);
+    let mut out = Replies::new(16 << 10);
     let mut batch = Vec::with_capacity(64);
     loop {
         let wanted = parser.wanted().max(16 << 10);
         if input.capacity() - input.len() < wanted {
             input.reserve(wanted);
         }
-        if reader.read_buf(&mut input).await? == 0 {
-            return Ok(());
+        tokio::select! {
+            read = reader.read_buf(&mut input) => if read? == 0 {
+                return Ok(());
+            },
+            () = registered.entry.killed.notified() => return Ok(()),
         }
         loop {
             batch.clear();
@@ -148,24 +163,25 @@ async fn serve_client(
                 }
             }
             let more = batch.len() == MAX_BATCH;
-            let was_authenticated = client.authenticated;
             let flow = client.run(&batch, &mut out, &mut writer).await?;
-            if client.authenticated && !was_authenticated {
-                parser.set_limits(limits);
-            }
+            parser.set_limits(if client.authenticated {
+                limits
+            } else {
+                UNAUTHENTICATED_LIMITS
+            });
             if let Some(e) = broken {
-                reply::error(&mut out, &format!("ERR {e}"));
-                writer.write_all(&out).await?;
+                out.error(&format!("ERR {e}"));
+                writer.write_all(&out.bytes).await?;
                 tracing::debug!(%peer, "closing a client after a protocol error: {e}");
                 return Ok(());
             }
             if flow == Flow::Close {
-                writer.write_all(&out).await?;
+                writer.write_all(&out.bytes).await?;
                 return Ok(());
             }
-            if out.len() >= commands::FLUSH_BYTES || !more {
-                writer.write_all(&out).await?;
-                out.clear();
+            if out.bytes.len() >= commands::FLUSH_BYTES || !more {
+                writer.write_all(&out.bytes).await?;
+                out.bytes.clear();
             }
             if !more {
                 break;

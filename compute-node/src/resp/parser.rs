@@ -45,6 +45,9 @@ pub enum ProtocolError {
     /// A header or inline line without an end.
     #[error("Protocol error: too big inline request")]
     LineTooLong,
+    /// An inline command whose quotes do not close.
+    #[error("Protocol error: unbalanced quotes in request")]
+    UnbalancedQuotes,
 }
 
 /// Where the parser is inside a multibulk request that has not fully
@@ -171,16 +174,100 @@ impl RequestParser {
         let Some(line) = take_line(buf)? else {
             return Ok(None);
         };
-        let args: Vec<Bytes> = line
-            .as_ref()
-            .split(|b: &u8| *b == b' ' || *b == b'\t')
-            .filter(|part| !part.is_empty())
-            .map(Bytes::copy_from_slice)
-            .collect();
+        let args = split_inline(&line).ok_or(ProtocolError::UnbalancedQuotes)?;
         if args.len() > self.limits.max_args {
             return Err(ProtocolError::TooManyArgs);
         }
         Ok(Some(args))
+    }
+}
+
+/// Splits an inline command into arguments as Redis's `sdssplitargs`
+/// does: separated by blanks; "double quotes" with `\n \r \t \b \a \\ \"`
+/// and `\xHH` escapes; 'single quotes' with `\'`. `None` if a quote does
+/// not close, or is not followed by a blank.
+fn split_inline(line: &[u8]) -> Option<Vec<Bytes>> {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+    let mut args = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < line.len() && blank(line[i]) {
+            i += 1;
+        }
+        if i == line.len() {
+            return Some(args);
+        }
+        let mut arg = Vec::new();
+        match line[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    match *line.get(i)? {
+                        b'\\'
+                            if i + 3 < line.len()
+                                && line[i + 1] == b'x'
+                                && line[i + 2].is_ascii_hexdigit()
+                                && line[i + 3].is_ascii_hexdigit() =>
+                        {
+                            let hex = std::str::from_utf8(&line[i + 2..i + 4]).ok()?;
+                            arg.push(u8::from_str_radix(hex, 16).ok()?);
+                            i += 4;
+                        }
+                        b'\\' if i + 1 < line.len() => {
+                            arg.push(match line[i + 1] {
+                                b'n' => b'\n',
+                                b'r' => b'\r',
+                                b't' => b'\t',
+                                b'b' => 0x08,
+                                b'a' => 0x07,
+                                other => other,
+                            });
+                            i += 2;
+                        }
+                        b'"' => {
+                            i += 1;
+                            break;
+                        }
+                        other => {
+                            arg.push(other);
+                            i += 1;
+                        }
+                    }
+                }
+                if i < line.len() && !blank(line[i]) {
+                    return None;
+                }
+            }
+            b'\'' => {
+                i += 1;
+                loop {
+                    match *line.get(i)? {
+                        b'\\' if line.get(i + 1) == Some(&b'\'') => {
+                            arg.push(b'\'');
+                            i += 2;
+                        }
+                        b'\'' => {
+                            i += 1;
+                            break;
+                        }
+                        other => {
+                            arg.push(other);
+                            i += 1;
+                        }
+                    }
+                }
+                if i < line.len() && !blank(line[i]) {
+                    return None;
+                }
+            }
+            _ => {
+                while i < line.len() && !blank(line[i]) {
+                    arg.push(line[i]);
+                    i += 1;
+                }
+            }
+        }
+        args.push(Bytes::from(arg));
     }
 }
 
@@ -236,6 +323,29 @@ mod tests {
         assert_eq!(cmds[0], vec![b"SET".to_vec(), b"k".to_vec(), Vec::new()]);
         assert_eq!(cmds[1], vec![b"PING".to_vec()]);
         assert_eq!(cmds[2], vec![b"PING".to_vec()]);
+    }
+
+    #[test]
+    fn inline_quotes_and_escapes_split_as_redis_splits_them() {
+        let cmds =
+            all(b"SET \"a b\" 'c d'\r\nECHO \"x\\ny\\x41\\\"\" 'it\\'s'\r\n").expect("parses");
+        assert_eq!(
+            cmds[0],
+            vec![b"SET".to_vec(), b"a b".to_vec(), b"c d".to_vec()]
+        );
+        assert_eq!(
+            cmds[1],
+            vec![b"ECHO".to_vec(), b"x\nyA\"".to_vec(), b"it's".to_vec()]
+        );
+        assert_eq!(
+            all(b"ECHO \"open\r\n"),
+            Err(ProtocolError::UnbalancedQuotes)
+        );
+        assert_eq!(
+            all(b"ECHO \"a\"b\r\n"),
+            Err(ProtocolError::UnbalancedQuotes)
+        );
+        assert_eq!(all(b"ECHO 'a\r\n"), Err(ProtocolError::UnbalancedQuotes));
     }
 
     #[test]

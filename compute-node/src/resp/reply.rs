@@ -1,65 +1,247 @@
-//! RESP2 reply encoding into a connection's output buffer.
+//! The one reply encoder, for both protocol versions: each reply is written
+//! as the connection's protocol (RESP2, or RESP3 after `HELLO 3`) spells
+//! it, as Redis 7 does. RESP3 types that RESP2 lacks are written the way
+//! Redis writes them to a RESP2 client: a map as a flat array of keys and
+//! values, a set as an array, a double, a big number or a verbatim string
+//! as a bulk string, a boolean as the integer 1 or 0, null as the null bulk
+//! (or the null array, where Redis sends that).
 
 use std::fmt::Write as _;
 
 use bytes::{BufMut, BytesMut};
 
-/// `+text\r\n`
-pub fn simple(out: &mut BytesMut, text: &str) {
-    out.put_u8(b'+');
-    out.put_slice(text.as_bytes());
-    out.put_slice(b"\r\n");
+/// The protocol version a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// RESP2: the default, and after `HELLO 2`.
+    Resp2,
+    /// RESP3: after `HELLO 3`.
+    Resp3,
 }
 
-/// `-text\r\n` (the text starts with the error code, e.g. `ERR`). Line
-/// breaks in the text are replaced so the reply stays one line.
-pub fn error(out: &mut BytesMut, text: &str) {
-    out.put_u8(b'-');
-    for b in text.bytes() {
-        out.put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
-    }
-    out.put_slice(b"\r\n");
-}
-
-/// `:n\r\n`
-pub fn integer(out: &mut BytesMut, n: i64) {
-    let _ = write!(out, ":{n}\r\n");
-}
-
-/// `$len\r\nbytes\r\n`, or the nil bulk `$-1\r\n`.
-pub fn bulk(out: &mut BytesMut, value: Option<&[u8]>) {
-    match value {
-        Some(bytes) => {
-            out.reserve(bytes.len() + 16);
-            let _ = write!(out, "${}\r\n", bytes.len());
-            out.put_slice(bytes);
-            out.put_slice(b"\r\n");
+impl Protocol {
+    /// The version number HELLO names it by.
+    pub fn number(self) -> i64 {
+        match self {
+            Protocol::Resp2 => 2,
+            Protocol::Resp3 => 3,
         }
-        None => out.put_slice(b"$-1\r\n"),
     }
 }
 
-/// `*n\r\n`, followed by `n` replies.
-pub fn array(out: &mut BytesMut, n: usize) {
-    let _ = write!(out, "*{n}\r\n");
+/// A connection's waiting replies, encoded for its protocol.
+#[derive(Debug)]
+pub struct Replies {
+    /// The encoded bytes not yet written.
+    pub bytes: BytesMut,
+    /// The protocol replies are encoded for.
+    pub protocol: Protocol,
+}
+
+impl Replies {
+    /// An empty buffer of `capacity` bytes, encoding RESP2.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            bytes: BytesMut::with_capacity(capacity),
+            protocol: Protocol::Resp2,
+        }
+    }
+
+    /// `+text`
+    pub fn simple(&mut self, text: &str) {
+        self.bytes.put_u8(b'+');
+        self.bytes.put_slice(text.as_bytes());
+        self.bytes.put_slice(b"\r\n");
+    }
+
+    /// `-text` (the text starts with the error code, e.g. `ERR`). Line
+    /// breaks in the text become spaces so the reply stays one line, as
+    /// Redis's `addReplyError` does.
+    pub fn error(&mut self, text: &str) {
+        self.bytes.put_u8(b'-');
+        for b in text.bytes() {
+            self.bytes
+                .put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
+        }
+        self.bytes.put_slice(b"\r\n");
+    }
+
+    /// `:n`
+    pub fn integer(&mut self, n: i64) {
+        let _ = write!(self.bytes, ":{n}\r\n");
+    }
+
+    /// A bulk string `$len\r\nbytes`.
+    pub fn bulk(&mut self, value: &[u8]) {
+        self.bytes.reserve(value.len() + 16);
+        let _ = write!(self.bytes, "${}\r\n", value.len());
+        self.bytes.put_slice(value);
+        self.bytes.put_slice(b"\r\n");
+    }
+
+    /// A bulk string, or null for `None`.
+    pub fn bulk_or_null(&mut self, value: Option<&[u8]>) {
+        match value {
+            Some(value) => self.bulk(value),
+            None => self.null(),
+        }
+    }
+
+    /// Null: RESP2's null bulk `$-1`, RESP3's `_`.
+    pub fn null(&mut self) {
+        self.bytes.put_slice(match self.protocol {
+            Protocol::Resp2 => b"$-1\r\n",
+            Protocol::Resp3 => b"_\r\n",
+        });
+    }
+
+    /// Null where Redis sends RESP2's null array `*-1` (a failed EXEC):
+    /// RESP3's `_`.
+    pub fn null_array(&mut self) {
+        self.bytes.put_slice(match self.protocol {
+            Protocol::Resp2 => b"*-1\r\n",
+            Protocol::Resp3 => b"_\r\n",
+        });
+    }
+
+    /// An array of `n` replies that follow.
+    pub fn array(&mut self, n: usize) {
+        let _ = write!(self.bytes, "*{n}\r\n");
+    }
+
+    /// A map of `n` key/value pairs that follow (keys and values
+    /// alternating): `%n` in RESP3, an array of `2n` in RESP2.
+    pub fn map(&mut self, n: usize) {
+        let _ = match self.protocol {
+            Protocol::Resp2 => write!(self.bytes, "*{}\r\n", 2 * n),
+            Protocol::Resp3 => write!(self.bytes, "%{n}\r\n"),
+        };
+    }
+
+    /// A set of `n` replies that follow: `~n` in RESP3, an array in RESP2.
+    pub fn set(&mut self, n: usize) {
+        let _ = match self.protocol {
+            Protocol::Resp2 => write!(self.bytes, "*{n}\r\n"),
+            Protocol::Resp3 => write!(self.bytes, "~{n}\r\n"),
+        };
+    }
+
+    /// A double: `,d` in RESP3, a bulk string in RESP2; written as Redis
+    /// writes it (`inf`, `-inf`, `nan`, else the shortest text that reads
+    /// back as the same number).
+    #[allow(
+        dead_code,
+        reason = "for replies of commands SplitKV does not have yet"
+    )]
+    pub fn double(&mut self, d: f64) {
+        let text = if d.is_nan() {
+            "nan".to_string()
+        } else if d.is_infinite() {
+            if d > 0.0 { "inf" } else { "-inf" }.to_string()
+        } else {
+            format!("{d}")
+        };
+        match self.protocol {
+            Protocol::Resp2 => self.bulk(text.as_bytes()),
+            Protocol::Resp3 => {
+                let _ = write!(self.bytes, ",{text}\r\n");
+            }
+        }
+    }
+
+    /// A boolean: `#t`/`#f` in RESP3, `:1`/`:0` in RESP2.
+    #[allow(
+        dead_code,
+        reason = "for replies of commands SplitKV does not have yet"
+    )]
+    pub fn boolean(&mut self, b: bool) {
+        match self.protocol {
+            Protocol::Resp2 => self.integer(i64::from(b)),
+            Protocol::Resp3 => self.bytes.put_slice(if b { b"#t\r\n" } else { b"#f\r\n" }),
+        }
+    }
+
+    /// A big number given as its decimal digits: `(digits` in RESP3, a bulk
+    /// string in RESP2.
+    #[allow(
+        dead_code,
+        reason = "for replies of commands SplitKV does not have yet"
+    )]
+    pub fn big_number(&mut self, digits: &str) {
+        match self.protocol {
+            Protocol::Resp2 => self.bulk(digits.as_bytes()),
+            Protocol::Resp3 => {
+                let _ = write!(self.bytes, "({digits}\r\n");
+            }
+        }
+    }
+
+    /// A verbatim string of format `txt` (INFO, CLIENT LIST): `=len\r\ntxt:…`
+    /// in RESP3, a bulk string in RESP2.
+    pub fn verbatim(&mut self, text: &[u8]) {
+        match self.protocol {
+            Protocol::Resp2 => self.bulk(text),
+            Protocol::Resp3 => {
+                self.bytes.reserve(text.len() + 20);
+                let _ = write!(self.bytes, "={}\r\ntxt:", text.len() + 4);
+                self.bytes.put_slice(text);
+                self.bytes.put_slice(b"\r\n");
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn both(encode: impl Fn(&mut Replies)) -> (Vec<u8>, Vec<u8>) {
+        let mut two = Replies::new(64);
+        encode(&mut two);
+        let mut three = Replies::new(64);
+        three.protocol = Protocol::Resp3;
+        encode(&mut three);
+        (two.bytes.to_vec(), three.bytes.to_vec())
+    }
+
     #[test]
-    fn replies_are_encoded_as_resp2() {
-        let mut out = BytesMut::new();
-        simple(&mut out, "OK");
-        error(&mut out, "ERR bad\r\nthing");
-        integer(&mut out, -3);
-        bulk(&mut out, Some(b"a\r\nb"));
-        bulk(&mut out, None);
-        array(&mut out, 2);
+    fn plain_replies_are_the_same_in_both_versions() {
+        let (two, three) = both(|r| {
+            r.simple("OK");
+            r.error("ERR bad\r\nthing");
+            r.integer(-3);
+            r.bulk(b"a\r\nb");
+            r.array(2);
+        });
+        assert_eq!(two, three);
         assert_eq!(
-            &out[..],
-            &b"+OK\r\n-ERR bad  thing\r\n:-3\r\n$4\r\na\r\nb\r\n$-1\r\n*2\r\n"[..]
+            two,
+            b"+OK\r\n-ERR bad  thing\r\n:-3\r\n$4\r\na\r\nb\r\n*2\r\n"
+        );
+    }
+
+    #[test]
+    fn resp3_types_fall_back_as_redis_writes_them_to_resp2() {
+        let (two, three) = both(|r| {
+            r.map(1);
+            r.set(2);
+            r.null();
+            r.null_array();
+            r.double(1.5);
+            r.double(f64::INFINITY);
+            r.boolean(true);
+            r.big_number("12345678901234567890");
+            r.verbatim(b"a:1");
+        });
+        assert_eq!(
+            String::from_utf8_lossy(&two),
+            "*2\r\n*2\r\n$-1\r\n*-1\r\n$3\r\n1.5\r\n$3\r\ninf\r\n:1\r\n\
+             $20\r\n12345678901234567890\r\n$3\r\na:1\r\n"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&three),
+            "%1\r\n~2\r\n_\r\n_\r\n,1.5\r\n,inf\r\n#t\r\n(12345678901234567890\r\n\
+             =7\r\ntxt:a:1\r\n"
         );
     }
 }

@@ -1,0 +1,50 @@
+"""redis-py against a server: set, get, delete, a pipeline and a
+transaction, with the client's default settings and with protocol=2.
+
+Usage: redis_py_client.py PORT. Exits non-zero with the failure printed.
+"""
+import sys
+
+import redis
+
+port = int(sys.argv[1])
+for protocol in (None, 2):
+    kwargs = {} if protocol is None else {"protocol": protocol}
+    r = redis.Redis(host="127.0.0.1", port=port, **kwargs)
+    # redis-py 8's default connection speaks RESP3 (it sends HELLO 3).
+    expected = 3 if protocol is None else protocol
+    info = r.client_info()
+    assert int(info["resp"]) == expected, (protocol, info)
+    assert info["lib-name"].startswith("redis-py"), info
+    assert r.ping() is True
+    assert r.set("py:k", b"v\x00\r\n") is True
+    assert r.get("py:k") == b"v\x00\r\n"
+    assert r.get("py:missing") is None
+    assert r.exists("py:k", "py:missing") == 1
+    assert r.delete("py:k", "py:missing") == 1
+    assert r.get("py:k") is None
+    pipe = r.pipeline(transaction=False)
+    for i in range(100):
+        pipe.set(f"py:{i}", str(i))
+    pipe.get("py:7")
+    pipe.mget("py:1", "py:2", "py:nope")
+    replies = pipe.execute()
+    assert replies[:100] == [True] * 100, replies[:100]
+    assert replies[100] == b"7", replies[100]
+    assert replies[101] == [b"1", b"2", None], replies[101]
+    tx = r.pipeline(transaction=True)
+    tx.set("py:tx1", "a").set("py:tx2", "b").get("py:tx1")
+    assert tx.execute() == [True, True, b"a"]
+    with r.pipeline() as watched:
+        watched.watch("py:tx1")
+        watched.multi()
+        watched.set("py:tx1", "c")
+        assert watched.execute() == [True]
+    assert r.get("py:tx1") == b"c"
+    assert r.client_setname("py-client") is True
+    assert r.client_getname() in ("py-client", b"py-client")
+    config = r.config_get("databases")
+    assert config in ({"databases": "1"}, {b"databases": b"1"}), config
+    assert r.dbsize() >= 102
+    r.close()
+print("redis-py: ok")
