@@ -1,9 +1,7 @@
-//! Load benchmark: 1000 concurrent Redis-protocol clients against a real
-//! `compute-node serve` in front of a real storage node, each node a process
-//! of its own. It checks that every reply is right, none is an error, and
-//! the resident memory of both processes stays under [`RSS_BOUND_BYTES`],
-//! prints what it measured, and exits non-zero when a check fails. Run it
-//! with `cargo bench -p compute-node --bench load`.
+//! 1000 concurrent Redis-protocol clients against a real `compute-node
+//! serve` in front of a real storage node, each node a process of its own:
+//! every reply is right, none is an error, and the resident memory of both
+//! processes stays under [`RSS_BOUND_BYTES`].
 //!
 //! Most clients pipeline [`DEPTH`] SETs of 4 KiB values, read the replies,
 //! then pipeline GETs of the same keys, for [`ROUNDS`] rounds. Every tenth
@@ -12,8 +10,7 @@
 //! through a socket with small buffers so that the server has to hold back
 //! the replies it cannot send; it reads the rest of its replies at the end.
 
-#[allow(dead_code, reason = "the load benchmark uses the storage node alone")]
-#[path = "../tests/support/mod.rs"]
+#[allow(dead_code, reason = "the load test uses the storage node alone")]
 mod support;
 
 use std::collections::VecDeque;
@@ -31,6 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Barrier;
 
+const TEST_NAME: &str = "a_thousand_clients_get_what_they_set_in_bounded_memory";
 const STORAGE_CHILD_ENV: &str = "SPLITKV_LOAD_STORAGE_CHILD";
 /// The line the storage child prints once it serves; its port and the
 /// compute node's certificate directory follow.
@@ -62,7 +60,7 @@ const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// The compute node's deadline for each request to the storage node, in
 /// milliseconds. Far above the default (5 s): on a shared 2-core machine
 /// three busy processes may take longer than that to drain the 64 MiB of
-/// SETs that arrive at once, and the benchmark checks that every reply comes
+/// SETs that arrive at once, and this test checks that every reply comes
 /// and is right under load, not how fast (scripts/bench-load.sh measures
 /// that, with the defaults).
 const REQUEST_TIMEOUT_MS: u64 = 60_000;
@@ -139,7 +137,8 @@ fn run_storage_child() {
 /// Starts the storage child; returns it, its port and the compute node's
 /// certificate directory.
 fn start_storage() -> (KillOnDrop, u16, PathBuf) {
-    let mut child = Command::new(std::env::current_exe().expect("benchmark binary"))
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", TEST_NAME, "--nocapture"])
         .env(STORAGE_CHILD_ENV, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -450,7 +449,8 @@ async fn run_clients(addr: SocketAddr) -> Vec<Result<ClientReport, String>> {
     reports
 }
 
-fn main() {
+#[test]
+fn a_thousand_clients_get_what_they_set_in_bounded_memory() {
     if std::env::var_os(STORAGE_CHILD_ENV).is_some() {
         run_storage_child();
         return;
