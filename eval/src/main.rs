@@ -92,6 +92,10 @@ struct RunArgs {
     /// Size of the hot region, in MiB.
     #[arg(long, default_value_t = 10)]
     region_mib: u64,
+    /// Bytes of the engine's hot-value cache, in MiB (0 turns it off;
+    /// default: the compute node's default).
+    #[arg(long)]
+    cache_mib: Option<u64>,
     /// Write the report as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -139,14 +143,14 @@ fn run(args: RunArgs) -> Result<bool> {
         (None, Some(storage)) => {
             // clap requires --certs with --storage.
             let certs = args.certs.clone().context("--storage needs --certs")?;
-            Box::new(EngineStore::connect(
-                engine_config(storage.clone(), &certs)?,
-                "running".into(),
-            )?)
+            let mut config = engine_config(storage.clone(), &certs)?;
+            apply_cache_mib(&mut config, args.cache_mib);
+            Box::new(EngineStore::connect(config, "running".into())?)
         }
         (None, None) => {
             let own = OwnCluster::start(args.keep_data.as_deref(), args.partitions)?;
-            let config = engine_config(own.storage(), &own.compute_certs)?;
+            let mut config = engine_config(own.storage(), &own.compute_certs)?;
+            apply_cache_mib(&mut config, args.cache_mib);
             let note = format!(
                 "started by eval, {} partitions, io engine {}",
                 args.partitions,
@@ -170,6 +174,13 @@ fn run(args: RunArgs) -> Result<bool> {
         eprintln!("eval: some operations failed or some values were missing or wrong");
     }
     Ok(!report.failed())
+}
+
+/// Sets the engine's value-cache size from `--cache-mib`, if given.
+fn apply_cache_mib(config: &mut EngineConfig, cache_mib: Option<u64>) {
+    if let Some(mib) = cache_mib {
+        config.cache_bytes = mib << 20;
+    }
 }
 
 /// An engine configuration for the storage node at `storage`.
