@@ -112,15 +112,31 @@ fn serve(args: ServeArgs) -> Result<()> {
         storage: args.storage,
     };
     handle.block_on(async {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("listening on {}", args.listen))?;
+        let listener =
+            listen(args.listen).with_context(|| format!("listening on {}", args.listen))?;
         tracing::info!(listen = %listener.local_addr()?, keys = engine.len(), "compute node serving the Redis protocol");
         resp::serve(Arc::clone(&engine), listener, resp_config, shutdown_signal()).await;
         anyhow::Ok(())
     })?;
     tracing::info!("compute node stopped");
     Ok(())
+}
+
+/// Connections the kernel keeps waiting for `accept` (capped by
+/// `net.core.somaxconn`): room for a thousand clients that connect at once,
+/// where the default of 1024 overflowed and reset some of them.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds the RESP listener with [`LISTEN_BACKLOG`].
+fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Connects the engine, retrying with backoff for up to `wait_ms` while the
