@@ -11,9 +11,8 @@ mod support;
 
 use std::sync::Arc;
 
-use compute_node::resp::{self, RespConfig};
 use diff::{Connection, Reply, encode};
-use support::{StorageNode, value_for};
+use support::{StorageNode, serve_resp, value_for};
 
 /// SETs in each transaction.
 const KEYS_PER_EXEC: usize = 300;
@@ -24,21 +23,7 @@ const ROUNDS: usize = 4;
 fn an_exec_of_sets_survives_a_storage_kill_whole_or_not_at_all() {
     let mut storage = StorageNode::start(4);
     let engine = Arc::new(storage.connect());
-    let listener = engine
-        .handle()
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("listen");
-    let addr = listener.local_addr().expect("address");
-    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let config = RespConfig {
-        requirepass: None,
-        storage: storage.addr.to_string(),
-    };
-    engine
-        .handle()
-        .spawn(resp::serve(Arc::clone(&engine), listener, config, async {
-            let _ = stopped.await;
-        }));
+    let (addr, _stop) = serve_resp(&engine, &storage, None);
     let mut acknowledged_whole = 0;
     for round in 0..ROUNDS {
         let keys: Vec<Vec<u8>> = (0..KEYS_PER_EXEC)

@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compute_node::Engine;
-use compute_node::resp::{self, RespConfig};
-use support::{StorageNode, value_for};
+use support::{StorageNode, serve_resp, value_for};
 
 struct Server {
     addr: SocketAddr,
@@ -22,21 +21,7 @@ struct Server {
 fn start(requirepass: Option<&str>) -> Server {
     let storage = StorageNode::start(4);
     let engine = Arc::new(storage.connect());
-    let listener = engine
-        .handle()
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("listen");
-    let addr = listener.local_addr().expect("address");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let config = RespConfig {
-        requirepass: requirepass.map(str::to_string),
-        storage: storage.addr.to_string(),
-    };
-    engine
-        .handle()
-        .spawn(resp::serve(Arc::clone(&engine), listener, config, async {
-            let _ = stopped.await;
-        }));
+    let (addr, stop) = serve_resp(&engine, &storage, requirepass);
     Server {
         addr,
         engine,

@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compute_node::Engine;
-use compute_node::resp::{self, RespConfig};
 
-use crate::support::StorageNode;
+use crate::support::{StorageNode, serve_resp};
 
 /// How long a reply may take before the test fails.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -103,21 +102,7 @@ impl ComputeNode {
     pub fn start(requirepass: Option<&str>) -> Self {
         let storage = StorageNode::start(4);
         let engine = Arc::new(storage.connect());
-        let listener = engine
-            .handle()
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("listen");
-        let addr = listener.local_addr().expect("address");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let config = RespConfig {
-            requirepass: requirepass.map(str::to_string),
-            storage: storage.addr.to_string(),
-        };
-        engine
-            .handle()
-            .spawn(resp::serve(Arc::clone(&engine), listener, config, async {
-                let _ = stopped.await;
-            }));
+        let (addr, stop) = serve_resp(&engine, &storage, requirepass);
         Self {
             addr,
             _engine: engine,

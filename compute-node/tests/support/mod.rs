@@ -172,3 +172,33 @@ pub fn value_for(key: &[u8], version: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Serves the Redis protocol from `engine` (connected to `storage`) on a
+/// free loopback port, asking for `requirepass` if given, until the
+/// returned sender is dropped. Returns the address and that sender.
+#[allow(dead_code, reason = "the RESP tests use it, the engine tests do not")]
+pub fn serve_resp(
+    engine: &Arc<Engine>,
+    storage: &StorageNode,
+    requirepass: Option<&str>,
+) -> (SocketAddr, oneshot::Sender<()>) {
+    let listener = engine
+        .handle()
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("listen");
+    let addr = listener.local_addr().expect("address");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let config = compute_node::resp::RespConfig {
+        requirepass: requirepass.map(str::to_string),
+        storage: storage.addr.to_string(),
+    };
+    engine.handle().spawn(compute_node::resp::serve(
+        Arc::clone(engine),
+        listener,
+        config,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    (addr, stop)
+}
