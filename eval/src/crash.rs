@@ -412,18 +412,42 @@ fn verify(
     killed: &'static str,
     kill_after: u64,
 ) -> Result<RoundReport> {
-    let engine = Engine::connect(crash_engine_config(cluster)?)
-        .context("connecting a fresh compute node")?;
+    // The checking node has the default request deadline, not the writers'
+    // short one: it checks what is stored, not how fast it answers.
+    let engine = Engine::connect(crate::engine_config(
+        cluster.storage(),
+        &cluster.compute_certs,
+    )?)
+    .context("connecting a fresh compute node")?;
     let outcome = journal.verify(key_space(args).keys(), |key| {
-        engine
-            .get(key.as_bytes())
-            .map(|value| value.map(|v| v.to_vec()))
-            .map_err(|e| e.to_string())
+        read_for_check(&engine, key, round)
     });
     for failure in &outcome.failures {
         eprintln!("round {round}: {failure}");
     }
     Ok(RoundReport::new(round, killed, kill_after, &outcome))
+}
+
+/// Attempts at reading one key while checking; a failed read (a deadline,
+/// a lost connection) says nothing about what is stored, so it is tried
+/// again, and only the last failure counts.
+const READ_ATTEMPTS: usize = 3;
+
+/// Reads `key` for the check, trying a failed read again up to
+/// [`READ_ATTEMPTS`] times in all. A value that reads back wrong is never
+/// tried again: it is the answer.
+fn read_for_check(engine: &Engine, key: &str, round: usize) -> Result<Option<Vec<u8>>, String> {
+    let mut attempt = 1;
+    loop {
+        match engine.get(key.as_bytes()) {
+            Ok(value) => return Ok(value.map(|v| v.to_vec())),
+            Err(e) if attempt < READ_ATTEMPTS => {
+                eprintln!("round {round}: reading {key} failed ({e}); trying again");
+                attempt += 1;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }
 
 /// Body of `crash-writer`: a compute node of its own running the writers,
