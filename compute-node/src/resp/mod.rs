@@ -6,7 +6,7 @@
 //!
 //! Parts: `parser` (bytes in, whole commands out, lengths checked before
 //! anything is reserved), `table` (the command table `COMMAND` answers
-//! from and dispatch reads), `commands` (what each command does and
+//! from and dispatch reads), `commands` (the batch loop, and what each command does and
 //! answers, transactions), `reply` (the encoder), `clients` (the connected
 //! clients, for CLIENT LIST and KILL), `info` (INFO's text), `glob`
 //! (Redis's patterns, for CONFIG GET).

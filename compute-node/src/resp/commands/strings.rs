@@ -1,0 +1,61 @@
+//! The string commands: GET, SET, MGET, MSET.
+
+use bytes::Bytes;
+use tokio::io::AsyncWrite;
+
+use super::{
+    FLUSH_BYTES, GET_RUN_KEYS, ReplyMode, RespClient, arity_error, engine_error, flush_if_full,
+};
+use crate::resp::reply::Replies;
+
+impl RespClient<'_> {
+    /// SET key value (options are refused with a syntax error).
+    pub(super) async fn set(&self, cmd: &[Bytes], out: &mut Replies) {
+        if cmd.len() > 3 {
+            out.error("ERR syntax error (SET options are not supported)");
+        } else {
+            self.set_run(std::iter::once(cmd), out).await;
+        }
+    }
+
+    /// MGET key...: keys are resolved in runs and their replies written as
+    /// they come, so a long MGET is not held whole in memory; a key that
+    /// fails gets an error element in its place.
+    pub(super) async fn mget<W: AsyncWrite + Unpin>(
+        &mut self,
+        cmd: &[Bytes],
+        out: &mut Replies,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        out.array(cmd.len() - 1);
+        for keys in cmd[1..].chunks(GET_RUN_KEYS) {
+            let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+            self.get_run(&keys, out).await;
+            // Inside EXEC the replies wait for the end; elsewhere the gate
+            // is let go while they are written.
+            if self.reply_mode == ReplyMode::On && !self.in_exec && out.bytes.len() >= FLUSH_BYTES {
+                let shared = self.gate.take().is_some();
+                flush_if_full(out, writer).await?;
+                if shared {
+                    self.gate = Some(self.shared.exec_gate.read().await);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// MSET key value [key value ...], as one unit in storage.
+    pub(super) async fn mset(&self, cmd: &[Bytes], out: &mut Replies) {
+        if cmd.len().is_multiple_of(2) {
+            return out.error(&arity_error("mset"));
+        }
+        let items: Vec<(&[u8], &[u8])> = cmd[1..]
+            .chunks(2)
+            .map(|kv| (&kv[0][..], &kv[1][..]))
+            .collect();
+        match self.engine.put_many_async(self.partition, &items).await {
+            Ok(()) => out.simple("OK"),
+            Err(e) => engine_error(out, &e),
+        }
+    }
+}
