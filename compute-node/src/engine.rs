@@ -41,6 +41,7 @@ pub(crate) struct Counters {
     pub(crate) window_fetches: AtomicU64,
     pub(crate) window_fetch_bytes: AtomicU64,
     pub(crate) tail_pulls: AtomicU64,
+    pub(crate) clears: AtomicU64,
 }
 
 /// A snapshot of the engine's state, for INFO and benchmarks.

@@ -55,6 +55,8 @@ pub enum Kind {
     Rename,
     Renamenx,
     Copy,
+    Flushall,
+    Flushdb,
 }
 
 /// One key specification, as `COMMAND INFO` reports it: the keys start at
@@ -649,6 +651,40 @@ pub static COMMANDS: &[CommandInfo] = &[
             since: "1.0.0",
             group: "server",
             complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Flushall,
+        name: "flushall",
+        arity: -1,
+        flags: &["write"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@write", "@slow", "@dangerous"],
+        tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Remove all keys from all databases",
+            since: "1.0.0",
+            group: "server",
+            complexity: Some("O(N) where N is the total number of keys in all databases"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Flushdb,
+        name: "flushdb",
+        arity: -1,
+        flags: &["write"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@write", "@slow", "@dangerous"],
+        tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Remove all keys from the current database",
+            since: "1.0.0",
+            group: "server",
+            complexity: Some("O(N) where N is the number of keys in the selected database"),
         },
     },
     CommandInfo {

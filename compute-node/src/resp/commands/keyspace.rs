@@ -1,5 +1,7 @@
-//! The keyspace commands: DEL, UNLINK, EXISTS, TOUCH, TYPE, RENAME,
-//! RENAMENX, COPY.
+//! The keyspace commands: DEL, UNLINK, FLUSHALL, FLUSHDB, EXISTS, TOUCH,
+//! TYPE, RENAME, RENAMENX, COPY. Each command's writes go to storage as one
+//! unit (DEL of many keys, RENAME's put and delete), and inside EXEC into
+//! the transaction's.
 
 use bytes::Bytes;
 
@@ -7,42 +9,67 @@ use super::{RespClient, engine_error, parse_i64};
 use crate::resp::reply::Replies;
 
 impl RespClient<'_> {
-    /// DEL / UNLINK key...: the number of keys that existed.
-    pub(super) async fn del(&self, cmd: &[Bytes], out: &mut Replies) {
-        let mut removed = 0;
+    /// DEL / UNLINK key...: the number of keys that existed (a key named
+    /// twice counts once), all deleted as one unit.
+    pub(super) async fn del(&mut self, cmd: &[Bytes], out: &mut Replies) {
+        let mut deletes: Vec<(Bytes, Option<Bytes>)> = Vec::new();
         for key in &cmd[1..] {
-            if !self.engine.contains(key) {
-                continue;
-            }
-            match self.engine.delete_async(self.partition, key).await {
-                Ok(true) => removed += 1,
-                Ok(false) => {}
-                Err(e) => return engine_error(out, &e),
+            if self.key_exists(key) && !deletes.iter().any(|(k, _)| k == key) {
+                deletes.push((key.clone(), None));
             }
         }
+        let removed = deletes.len() as i64;
+        if removed > 0
+            && let Err(e) = self.write(deletes).await
+        {
+            return engine_error(out, &e);
+        }
         out.integer(removed);
+    }
+
+    /// FLUSHALL / FLUSHDB [ASYNC | SYNC]: every key is deleted, durably,
+    /// before the reply (ASYNC too: the clear is one entry per partition,
+    /// not one per key, so there is nothing to leave for later).
+    pub(super) async fn flush(&mut self, cmd: &[Bytes], out: &mut Replies) {
+        let mode_ok = match cmd.len() {
+            1 => true,
+            2 => cmd[1].eq_ignore_ascii_case(b"async") || cmd[1].eq_ignore_ascii_case(b"sync"),
+            _ => false,
+        };
+        if !mode_ok {
+            return out.error("ERR syntax error");
+        }
+        if let Some(overlay) = &mut self.overlay {
+            overlay.clear();
+            return out.simple("OK");
+        }
+        match self.engine.clear_all_async(self.partition).await {
+            Ok(()) => out.simple("OK"),
+            Err(e) => engine_error(out, &e),
+        }
     }
 
     /// EXISTS / TOUCH key...: how many of the keys exist (a key named
     /// twice counts twice).
     pub(super) fn exists(&self, cmd: &[Bytes], out: &mut Replies) {
-        let count = cmd[1..].iter().filter(|k| self.engine.contains(k)).count();
+        let count = cmd[1..].iter().filter(|k| self.key_exists(k)).count();
         out.integer(count as i64);
     }
 
     /// TYPE key: every value is a string.
     pub(super) fn key_type(&self, cmd: &[Bytes], out: &mut Replies) {
-        out.simple(if self.engine.contains(&cmd[1]) {
+        out.simple(if self.key_exists(&cmd[1]) {
             "string"
         } else {
             "none"
         });
     }
 
-    /// RENAME / RENAMENX: the value is written under `to`, then `from` is
-    /// deleted (a crash between the two leaves both keys, never neither).
-    pub(super) async fn rename(&self, from: &[u8], to: &[u8], only_new: bool, out: &mut Replies) {
-        let value = match self.engine.get_async(from).await {
+    /// RENAME / RENAMENX: the value is put under `to` and `from` deleted,
+    /// as one unit.
+    pub(super) async fn rename(&mut self, cmd: &[Bytes], only_new: bool, out: &mut Replies) {
+        let (from, to) = (&cmd[1], &cmd[2]);
+        let value = match self.value(from).await {
             Ok(Some(value)) => value,
             Ok(None) => return out.error("ERR no such key"),
             Err(e) => return engine_error(out, &e),
@@ -54,17 +81,11 @@ impl RespClient<'_> {
                 out.simple("OK")
             };
         }
-        if only_new && self.engine.contains(to) {
+        if only_new && self.key_exists(to) {
             return out.integer(0);
         }
-        if let Err(e) = self
-            .engine
-            .put_many_async(self.partition, &[(to, &value[..])])
-            .await
-        {
-            return engine_error(out, &e);
-        }
-        if let Err(e) = self.engine.delete_async(self.partition, from).await {
+        let ops = vec![(to.clone(), Some(value)), (from.clone(), None)];
+        if let Err(e) = self.write(ops).await {
             return engine_error(out, &e);
         }
         if only_new {
@@ -75,7 +96,7 @@ impl RespClient<'_> {
     }
 
     /// COPY source destination [DB 0] [REPLACE].
-    pub(super) async fn copy(&self, cmd: &[Bytes], out: &mut Replies) {
+    pub(super) async fn copy(&mut self, cmd: &[Bytes], out: &mut Replies) {
         let mut replace = false;
         let mut j = 3;
         while j < cmd.len() {
@@ -93,23 +114,19 @@ impl RespClient<'_> {
                 return out.error("ERR syntax error");
             }
         }
-        let (from, to) = (&cmd[1][..], &cmd[2][..]);
+        let (from, to) = (&cmd[1], &cmd[2]);
         if from == to {
             return out.error("ERR source and destination objects are the same");
         }
-        let value = match self.engine.get_async(from).await {
+        let value = match self.value(from).await {
             Ok(Some(value)) => value,
             Ok(None) => return out.integer(0),
             Err(e) => return engine_error(out, &e),
         };
-        if !replace && self.engine.contains(to) {
+        if !replace && self.key_exists(to) {
             return out.integer(0);
         }
-        match self
-            .engine
-            .put_many_async(self.partition, &[(to, &value[..])])
-            .await
-        {
+        match self.write(vec![(to.clone(), Some(value))]).await {
             Ok(()) => out.integer(1),
             Err(e) => engine_error(out, &e),
         }

@@ -23,6 +23,7 @@
 
 mod connection;
 mod keyspace;
+mod overlay;
 mod server;
 mod strings;
 mod transaction;
@@ -37,7 +38,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::clients::{ClientEntry, ClientRegistry};
 use super::reply::Replies;
 use super::table::{CommandInfo, Kind, lookup};
-use crate::{Engine, EngineError};
+use crate::{BatchOp, Engine, EngineError};
+use overlay::{Known, Overlay};
 
 /// Replies are written out once this many bytes are waiting (also inside a
 /// batch, between runs).
@@ -123,9 +125,9 @@ pub struct RespClient<'a> {
     watched: Vec<(Bytes, Option<u64>)>,
     /// This client's share of the EXEC gate while one of its commands runs.
     gate: Option<tokio::sync::RwLockReadGuard<'a, ()>>,
-    /// True while EXEC carries out the queued commands (holding the gate
-    /// exclusively).
-    in_exec: bool,
+    /// The transaction's writes while EXEC carries out the queued commands
+    /// (holding the gate exclusively); `None` outside EXEC.
+    overlay: Option<Overlay>,
 }
 
 fn engine_error(out: &mut Replies, err: &EngineError) {
@@ -233,7 +235,7 @@ impl<'a> RespClient<'a> {
             multi: None,
             watched: Vec::new(),
             gate: None,
-            in_exec: false,
+            overlay: None,
         }
     }
 
@@ -327,14 +329,66 @@ impl<'a> RespClient<'a> {
     }
 
     /// Answers each of `keys` as a GET does: one round trip for what the
-    /// windows do not hold; one key's failure fails only its reply.
+    /// windows do not hold; one key's failure fails only its reply. Inside
+    /// EXEC the transaction's own writes are seen.
     async fn get_run(&self, keys: &[&[u8]], out: &mut Replies) {
+        if self.overlay.is_some() {
+            for key in keys {
+                match self.value(key).await {
+                    Ok(value) => out.bulk_or_null(value.as_deref()),
+                    Err(e) => engine_error(out, &e),
+                }
+            }
+            return;
+        }
         for value in self.engine.get_each_async(keys).await {
             match value {
                 Ok(value) => out.bulk_or_null(value.as_deref()),
                 Err(e) => engine_error(out, &e),
             }
         }
+    }
+
+    /// The value of `key` as this client sees it (inside EXEC, with the
+    /// transaction's writes).
+    async fn value(&self, key: &[u8]) -> Result<Option<Bytes>, EngineError> {
+        if let Some(overlay) = &self.overlay
+            && let Known::Written(value) = overlay.known(key)
+        {
+            return Ok(value);
+        }
+        self.engine.get_async(key).await
+    }
+
+    /// True if `key` has a value, as this client sees it.
+    fn key_exists(&self, key: &[u8]) -> bool {
+        match &self.overlay {
+            Some(overlay) => overlay.contains(self.engine, key),
+            None => self.engine.contains(key),
+        }
+    }
+
+    /// Applies `ops` (a value for a put, `None` for a delete) as one unit:
+    /// through the client's partition, or inside EXEC into the
+    /// transaction, which sends all its writes together when it ends.
+    async fn write(&mut self, ops: Vec<(Bytes, Option<Bytes>)>) -> Result<(), EngineError> {
+        if let Some(overlay) = &mut self.overlay {
+            for (key, value) in ops {
+                match value {
+                    Some(value) => overlay.put(key, value),
+                    None => overlay.delete(key),
+                }
+            }
+            return Ok(());
+        }
+        let batch: Vec<BatchOp<'_>> = ops
+            .iter()
+            .map(|(key, value)| match value {
+                Some(value) => BatchOp::Put { key, value },
+                None => BatchOp::Delete { key },
+            })
+            .collect();
+        self.engine.write_many_async(self.partition, &batch).await
     }
 
     /// One command, with CLIENT REPLY's suppression applied.
@@ -453,12 +507,15 @@ impl<'a> RespClient<'a> {
             Kind::Del | Kind::Unlink => self.del(cmd, out).await,
             Kind::Type => self.key_type(cmd, out),
             Kind::Rename | Kind::Renamenx => {
-                self.rename(&cmd[1], &cmd[2], entry.kind == Kind::Renamenx, out)
-                    .await;
+                self.rename(cmd, entry.kind == Kind::Renamenx, out).await;
             }
             Kind::Copy => self.copy(cmd, out).await,
             Kind::Exists | Kind::Touch => self.exists(cmd, out),
-            Kind::Dbsize => out.integer(self.engine.len() as i64),
+            Kind::Dbsize => out.integer(match &self.overlay {
+                Some(overlay) => overlay.len(self.engine),
+                None => self.engine.len(),
+            } as i64),
+            Kind::Flushall | Kind::Flushdb => self.flush(cmd, out).await,
             Kind::Ping => match cmd.len() {
                 1 => out.simple("PONG"),
                 2 => out.bulk(&cmd[1]),

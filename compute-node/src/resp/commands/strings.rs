@@ -10,9 +10,12 @@ use crate::resp::reply::Replies;
 
 impl RespClient<'_> {
     /// SET key value (options are refused with a syntax error).
-    pub(super) async fn set(&self, cmd: &[Bytes], out: &mut Replies) {
+    pub(super) async fn set(&mut self, cmd: &[Bytes], out: &mut Replies) {
         if cmd.len() > 3 {
             out.error("ERR syntax error (SET options are not supported)");
+        } else if let Some(overlay) = &mut self.overlay {
+            overlay.put(cmd[1].clone(), cmd[2].clone());
+            out.simple("OK");
         } else {
             self.set_run(std::iter::once(cmd), out).await;
         }
@@ -33,7 +36,9 @@ impl RespClient<'_> {
             self.get_run(&keys, out).await;
             // Inside EXEC the replies wait for the end; elsewhere the gate
             // is let go while they are written.
-            if self.reply_mode == ReplyMode::On && !self.in_exec && out.bytes.len() >= FLUSH_BYTES {
+            if self.reply_mode == ReplyMode::On
+                && self.overlay.is_none()
+                && out.bytes.len() >= FLUSH_BYTES {
                 let shared = self.gate.take().is_some();
                 flush_if_full(out, writer).await?;
                 if shared {
@@ -45,15 +50,15 @@ impl RespClient<'_> {
     }
 
     /// MSET key value [key value ...], as one unit in storage.
-    pub(super) async fn mset(&self, cmd: &[Bytes], out: &mut Replies) {
+    pub(super) async fn mset(&mut self, cmd: &[Bytes], out: &mut Replies) {
         if cmd.len().is_multiple_of(2) {
             return out.error(&arity_error("mset"));
         }
-        let items: Vec<(&[u8], &[u8])> = cmd[1..]
+        let puts = cmd[1..]
             .chunks(2)
-            .map(|kv| (&kv[0][..], &kv[1][..]))
+            .map(|kv| (kv[0].clone(), Some(kv[1].clone())))
             .collect();
-        match self.engine.put_many_async(self.partition, &items).await {
+        match self.write(puts).await {
             Ok(()) => out.simple("OK"),
             Err(e) => engine_error(out, &e),
         }

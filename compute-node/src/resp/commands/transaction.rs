@@ -1,9 +1,14 @@
-//! Transactions: MULTI, EXEC, DISCARD, WATCH.
+//! Transactions: MULTI, EXEC, DISCARD, WATCH. EXEC carries the queued
+//! commands out while no other client's command runs (it holds the gate
+//! exclusively); their writes collect in an overlay that their reads see,
+//! and go to storage as one batch at the end.
 
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
 
+use super::overlay::Overlay;
 use super::{Flow, MAX_WATCHED_KEYS, RespClient, Transaction, engine_error, rejection};
+use crate::EngineError;
 use crate::resp::reply::Replies;
 
 impl RespClient<'_> {
@@ -79,26 +84,10 @@ impl RespClient<'_> {
             return Ok(Flow::Continue);
         }
         let queued = transaction.queued;
-        // A transaction of SETs and MSETs goes to storage as one unit.
-        let all_sets = !queued.is_empty()
-            && queued.iter().all(|cmd| {
-                (cmd[0].eq_ignore_ascii_case(b"set") && cmd.len() == 3)
-                    || (cmd[0].eq_ignore_ascii_case(b"mset") && cmd.len() % 2 == 1)
-            });
+        let mark = out.bytes.len();
         out.array(queued.len());
-        if all_sets {
-            let items: Vec<(&[u8], &[u8])> = queued
-                .iter()
-                .flat_map(|cmd| cmd[1..].chunks(2).map(|kv| (&kv[0][..], &kv[1][..])))
-                .collect();
-            match self.engine.put_many_async(self.partition, &items).await {
-                Ok(()) => (0..queued.len()).for_each(|_| out.simple("OK")),
-                Err(e) => (0..queued.len()).for_each(|_| engine_error(out, &e)),
-            }
-            return Ok(Flow::Continue);
-        }
         let mut flow = Flow::Continue;
-        self.in_exec = true;
+        self.overlay = Some(Overlay::default());
         for cmd in &queued {
             let entry = match rejection(cmd) {
                 Ok(entry) => entry,
@@ -111,12 +100,34 @@ impl RespClient<'_> {
                 Ok(Flow::Close) => flow = Flow::Close,
                 Ok(Flow::Continue) => {}
                 Err(e) => {
-                    self.in_exec = false;
+                    self.overlay = None;
                     return Err(e);
                 }
             }
         }
-        self.in_exec = false;
+        let overlay = self.overlay.take().unwrap_or_default();
+        if let Err(e) = self.commit(&overlay).await {
+            // None of the transaction's writes took effect (or, after a
+            // lost answer, all did): its replies would not be true, so EXEC
+            // answers with the error alone.
+            out.bytes.truncate(mark);
+            engine_error(out, &e);
+        }
         Ok(flow)
+    }
+
+    /// Sends a transaction's writes to storage: one batch through the
+    /// client's partition (all or none after a crash). A FLUSHALL inside
+    /// the transaction is sent first, as a clear of its own, so a crash
+    /// between the two can leave the clear without the writes after it.
+    async fn commit(&self, overlay: &Overlay) -> Result<(), EngineError> {
+        if overlay.cleared() {
+            self.engine.clear_all_async(self.partition).await?;
+        }
+        let batch = overlay.batch();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.engine.write_many_async(self.partition, &batch).await
     }
 }
