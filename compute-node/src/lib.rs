@@ -14,7 +14,7 @@ pub mod resp;
 mod window;
 
 pub use config::EngineConfig;
-pub use splitkv_common::client::BatchOp;
 pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use index::IndexStats;
+pub use splitkv_common::client::BatchOp;

@@ -348,10 +348,18 @@ fn a_key_changed_by_another_client_fails_exec() {
         // A FLUSHALL by another client fails an EXEC watching a key that
         // existed, not one watching only a key that did not.
         pair.one_by_one(&[exact(cmd!("WATCH", "w")), exact(cmd!("MULTI"))]);
-        other(exact(cmd!("FLUSHALL")), &mut other_redis, &mut other_splitkv);
+        other(
+            exact(cmd!("FLUSHALL")),
+            &mut other_redis,
+            &mut other_splitkv,
+        );
         pair.one_by_one(&[exact(cmd!("SET", "w", "4")), exact(cmd!("EXEC"))]);
         pair.one_by_one(&[exact(cmd!("WATCH", "absent")), exact(cmd!("MULTI"))]);
-        other(exact(cmd!("FLUSHALL")), &mut other_redis, &mut other_splitkv);
+        other(
+            exact(cmd!("FLUSHALL")),
+            &mut other_redis,
+            &mut other_splitkv,
+        );
         pair.one_by_one(&[
             exact(cmd!("SET", "w", "5")),
             exact(cmd!("EXEC")),

@@ -283,10 +283,7 @@ mod tests {
                 .unwrap_err()
                 .contains("version 99")
         );
-        let older = Manifest {
-            format: 1,
-            ..m
-        };
+        let older = Manifest { format: 1, ..m };
         let refusal = Manifest::parse(&older.encode()).unwrap_err();
         assert!(
             refusal.contains("format version 1") && refusal.contains("version 2"),

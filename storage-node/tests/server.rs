@@ -164,7 +164,9 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
             value: b"",
         },
     ];
-    let acks = call(client.write_many(2, &batch)).await.expect("write_many");
+    let acks = call(client.write_many(2, &batch))
+        .await
+        .expect("write_many");
     assert_eq!(acks.len(), 4);
     assert!(acks.windows(2).all(|w| w[0].seq < w[1].seq));
     assert_eq!(acks[2].offset, 0, "a delete has no value-log offset");

@@ -471,8 +471,7 @@ fn owned_write(
         RequestBody::WriteMany { keys, value_lens } => {
             if keys.len() != value_lens.len() {
                 return Err(WireError::BadRequest {
-                    reason: "a batch needs one value length (or none, for a delete) per key"
-                        .into(),
+                    reason: "a batch needs one value length (or none, for a delete) per key".into(),
                 });
             }
             let values = message::split_values(&frame.blob, value_lens).map_err(|e| {

@@ -38,7 +38,8 @@ impl RespClient<'_> {
             // is let go while they are written.
             if self.reply_mode == ReplyMode::On
                 && self.overlay.is_none()
-                && out.bytes.len() >= FLUSH_BYTES {
+                && out.bytes.len() >= FLUSH_BYTES
+            {
                 let shared = self.gate.take().is_some();
                 flush_if_full(out, writer).await?;
                 if shared {
