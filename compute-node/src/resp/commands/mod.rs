@@ -18,7 +18,7 @@
 //! commands themselves are grouped as Redis's documentation groups them:
 //! `connection` (AUTH, HELLO, CLIENT, RESET, SELECT), `server` (CONFIG,
 //! COMMAND, INFO, TIME), `keyspace` (DEL, EXISTS, TYPE, RENAME, COPY,
-//! DBSIZE), `strings` (GET, SET, MGET, MSET) and `transaction` (MULTI,
+//! DBSIZE, SCAN, KEYS, RANDOMKEY), `strings` (GET, SET, MGET, MSET) and `transaction` (MULTI,
 //! EXEC, DISCARD, WATCH).
 
 mod connection;
@@ -459,6 +459,9 @@ impl<'a> RespClient<'a> {
             Kind::Copy => self.copy(cmd, out).await,
             Kind::Exists | Kind::Touch => self.exists(cmd, out),
             Kind::Dbsize => out.integer(self.engine.len() as i64),
+            Kind::Scan => self.scan(cmd, out),
+            Kind::Keys => self.keys(cmd, out, writer).await?,
+            Kind::Randomkey => self.random_key(out),
             Kind::Ping => match cmd.len() {
                 1 => out.simple("PONG"),
                 2 => out.bulk(&cmd[1]),
