@@ -11,9 +11,13 @@ use crate::resp::reply::Replies;
 /// SCAN's COUNT when none is given (Redis's).
 const SCAN_DEFAULT_COUNT: usize = 10;
 
+/// Index entries one SCAN call visits at most per key of its COUNT, so
+/// that a walk through many tombstones still returns keys (Redis bounds
+/// one call's work at ten buckets per key of COUNT).
+const SCAN_ENTRIES_PER_COUNT: usize = 10;
+
 /// Index entries one SCAN call visits at most, whatever its COUNT (COUNT
-/// is a hint): what one call holds in memory and how long it holds one
-/// shard of the index.
+/// is a hint): this bounds what one call holds in memory.
 const SCAN_MAX_ENTRIES_PER_CALL: usize = 1 << 16;
 
 /// Index entries KEYS visits between two yields to other clients.
@@ -190,18 +194,46 @@ impl RespClient<'_> {
             j += 2;
         }
         let mut keys = Vec::new();
-        let next = self
-            .engine
-            .scan_keys(cursor, count.min(SCAN_MAX_ENTRIES_PER_CALL), |key| {
+        let next = if self.engine.is_empty() {
+            // No key can be present for the rest of the walk: it is over.
+            0
+        } else {
+            self.scan_step(cursor, count, |key| {
                 if strings && pattern.is_none_or(|p| glob::matches(p, key, false)) {
                     keys.push(key.to_vec());
                 }
-            });
+            })
+        };
         out.array(2);
         out.bulk(next.to_string().as_bytes());
         out.array(keys.len());
         for key in &keys {
             out.bulk(key);
+        }
+    }
+
+    /// One SCAN call's walk from `cursor`: until `count` live keys are
+    /// passed to `f`, [`SCAN_ENTRIES_PER_COUNT`] × `count` index entries
+    /// (tombstones included) are visited, or the walk ends; returns the
+    /// cursor to go on from.
+    fn scan_step(&self, mut cursor: u64, count: usize, mut f: impl FnMut(&[u8])) -> u64 {
+        let most_entries = count
+            .saturating_mul(SCAN_ENTRIES_PER_COUNT)
+            .min(SCAN_MAX_ENTRIES_PER_CALL);
+        let (mut live, mut visited) = (0, 0);
+        loop {
+            let budget = count
+                .saturating_sub(live)
+                .min(most_entries - visited)
+                .max(1);
+            cursor = self.engine.scan_keys(cursor, budget, |key| {
+                live += 1;
+                f(key);
+            });
+            visited += budget;
+            if cursor == 0 || live >= count || visited >= most_entries {
+                return cursor;
+            }
         }
     }
 
