@@ -18,8 +18,8 @@
 //! commands themselves are grouped as Redis's documentation groups them:
 //! `connection` (AUTH, HELLO, CLIENT, RESET, SELECT), `server` (CONFIG,
 //! COMMAND, INFO, TIME), `keyspace` (DEL, EXISTS, TYPE, RENAME, COPY,
-//! DBSIZE, SCAN, KEYS, RANDOMKEY), `strings` (GET, SET, MGET, MSET) and `transaction` (MULTI,
-//! EXEC, DISCARD, WATCH).
+//! DBSIZE, SCAN, KEYS, RANDOMKEY), `strings` (GET, SET, MGET, MSET) and
+//! `transaction` (MULTI, EXEC, DISCARD, WATCH).
 
 mod connection;
 mod keyspace;
