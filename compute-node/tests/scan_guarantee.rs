@@ -3,12 +3,22 @@
 //! returned at least once, and every key returned was present at some time
 //! during the walk, while other keys are inserted and deleted, tables grow,
 //! and tombstones are dropped (shards compacted) between or during steps.
+//! Then the same through the RESP server, with a client writing while
+//! another walks.
+
+#[allow(
+    dead_code,
+    reason = "shared test support; this test uses the storage node and server only"
+)]
+mod support;
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use compute_node::index::{Index, Location};
 use proptest::prelude::*;
+use support::{StorageNode, serve_resp};
 
 /// What happens to the index between two steps of a walk.
 #[derive(Debug, Clone)]
@@ -239,4 +249,83 @@ proptest! {
             None => prop_assert!(live_keys.is_empty(), "no random key among {} live", live_keys.len()),
         }
     }
+}
+
+/// Through the RESP server: one client walks with SCAN and then runs KEYS
+/// while another client adds and deletes keys without pause; the walk and
+/// KEYS return every key that was there all along, and KEYS each once.
+#[test]
+fn scan_and_keys_over_resp_return_every_key_present_while_another_client_writes() {
+    let storage = StorageNode::start(4);
+    let engine = Arc::new(storage.connect());
+    let (addr, _stop) = serve_resp(&engine, &storage, None);
+    let connect = || {
+        redis::Client::open(format!("redis://{addr}/"))
+            .expect("client")
+            .get_connection()
+            .expect("connect")
+    };
+    let stable: BTreeSet<Vec<u8>> = (0..3000).map(stable_key).collect();
+    let mut walker = connect();
+    let mut mset = redis::cmd("MSET");
+    for key in &stable {
+        mset.arg(key).arg(b"v");
+    }
+    let () = mset.query(&mut walker).expect("MSET");
+    let walking = AtomicBool::new(true);
+    let (seen, keys, rounds) = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut writer = connect();
+            let mut rounds = 0u64;
+            while rounds < 2 || walking.load(Ordering::Acquire) {
+                let batch = |round: u64| (0..50).map(move |i| format!("churn:{round}:{i}"));
+                let mut mset = redis::cmd("MSET");
+                for key in batch(rounds) {
+                    mset.arg(key).arg("v");
+                }
+                let () = mset.query(&mut writer).expect("MSET");
+                if rounds > 0 {
+                    let mut del = redis::cmd("DEL");
+                    for key in batch(rounds - 1) {
+                        del.arg(key);
+                    }
+                    let deleted: i64 = del.query(&mut writer).expect("DEL");
+                    assert_eq!(deleted, 50);
+                }
+                rounds += 1;
+            }
+            rounds
+        });
+        let mut seen = BTreeSet::new();
+        let mut cursor = "0".to_string();
+        loop {
+            let (next, page): (String, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                .arg(&cursor)
+                .arg("COUNT")
+                .arg(7)
+                .query(&mut walker)
+                .expect("SCAN");
+            seen.extend(page);
+            if next == "0" {
+                break;
+            }
+            cursor = next;
+        }
+        let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+            .arg("stable:*")
+            .query(&mut walker)
+            .expect("KEYS");
+        walking.store(false, Ordering::Release);
+        (seen, keys, writer.join().expect("the writer"))
+    });
+    assert!(rounds >= 2);
+    let missing: Vec<_> = stable.difference(&seen).collect();
+    assert!(
+        missing.is_empty(),
+        "SCAN missed {} stable keys",
+        missing.len()
+    );
+    let keys_once: BTreeSet<Vec<u8>> = keys.iter().cloned().collect();
+    assert_eq!(keys_once.len(), keys.len(), "KEYS gave a key twice");
+    assert_eq!(keys_once, stable, "KEYS stable:* gave the stable keys");
 }
