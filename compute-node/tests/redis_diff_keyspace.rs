@@ -432,3 +432,65 @@ fn a_walk_across_writes_returns_every_key_present_throughout() {
         assert!(missing.is_empty(), "a walk missed {missing:?}");
     }
 }
+
+/// A small xorshift generator, so the random patterns below are the same
+/// on every run.
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+
+    fn string(&mut self, alphabet: &[u8], most: usize) -> Vec<u8> {
+        let len = self.below(most + 1);
+        (0..len)
+            .map(|_| alphabet[self.below(alphabet.len())])
+            .collect()
+    }
+}
+
+/// Random patterns over the bytes glob gives meaning to, against random
+/// keys over the same bytes: KEYS matches the same keys as Redis's
+/// `stringmatchlen` does, for every pattern.
+#[test]
+fn random_patterns_match_the_keys_redis_matches() {
+    const KEYS: usize = 400;
+    const PATTERNS: usize = 3000;
+    let alphabet = b"ab-]^[\\*?\xff\x80A";
+    let mut random = Xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut pair = Pair::start();
+    let mut keys = BTreeSet::new();
+    while keys.len() < KEYS {
+        let key = random.string(alphabet, 5);
+        if !key.is_empty() {
+            keys.insert(key);
+        }
+    }
+    let mut mset: Vec<&[u8]> = vec![b"MSET"];
+    for key in &keys {
+        mset.push(key);
+        mset.push(b"v");
+    }
+    pair.one_by_one(&[exact(&mset), exact(cmd!("DBSIZE"))]);
+    let mut matched_some = 0;
+    for _ in 0..PATTERNS {
+        let pattern = random.string(alphabet, 7);
+        let want = keys_of(&mut pair.to_redis, &pattern);
+        let got = keys_of(&mut pair.to_splitkv, &pattern);
+        assert_eq!(
+            shown(&want),
+            shown(&got),
+            "KEYS {:?}: Redis's, then SplitKV's",
+            String::from_utf8_lossy(&pattern)
+        );
+        matched_some += usize::from(!want.is_empty());
+    }
+    assert!(
+        matched_some > PATTERNS / 10,
+        "the patterns match keys: {matched_some}"
+    );
+}
