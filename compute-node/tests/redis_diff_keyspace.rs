@@ -494,3 +494,42 @@ fn random_patterns_match_the_keys_redis_matches() {
         "the patterns match keys: {matched_some}"
     );
 }
+
+/// A KEYS or MGET reply larger than the reply buffer (written out in
+/// parts) is still dropped whole by CLIENT REPLY SKIP and OFF, as Redis
+/// drops it.
+#[test]
+fn a_long_keys_reply_is_dropped_whole_by_client_reply_skip_and_off() {
+    let mut pair = Pair::start();
+    let keys: Vec<Vec<u8>> = (0..2500)
+        .map(|i| {
+            let mut key = format!("long:{i}:").into_bytes();
+            key.resize(1000, b'x');
+            key
+        })
+        .collect();
+    let value = vec![b'v'; 1000];
+    for chunk in keys.chunks(500) {
+        let mut mset: Vec<&[u8]> = vec![b"MSET"];
+        for key in chunk {
+            mset.push(key);
+            mset.push(&value);
+        }
+        pair.one_by_one(&[exact(&mset)]);
+    }
+    let mut mget: Vec<&[u8]> = vec![b"MGET"];
+    mget.extend(keys.iter().map(Vec::as_slice));
+    pair.one_by_one(&[
+        diff::silent(cmd!("CLIENT", "REPLY", "SKIP")),
+        diff::silent(cmd!("KEYS", "long:*")),
+        exact(cmd!("PING", "after skip")),
+        diff::silent(cmd!("CLIENT", "REPLY", "SKIP")),
+        diff::silent(&mget),
+        exact(cmd!("PING", "after mget")),
+        diff::silent(cmd!("CLIENT", "REPLY", "OFF")),
+        diff::silent(cmd!("KEYS", "long:*")),
+        exact(cmd!("CLIENT", "REPLY", "ON")),
+        exact(cmd!("PING", "after off")),
+    ]);
+    assert_eq!(keys_of(&mut pair.to_splitkv, b"long:*").len(), keys.len());
+}

@@ -353,11 +353,9 @@ impl<'a> RespClient<'a> {
         let suppress = match self.reply_mode {
             _ if is_client_reply => false,
             ReplyMode::On => false,
-            ReplyMode::Off => true,
-            ReplyMode::SkipNext => {
-                self.reply_mode = ReplyMode::On;
-                true
-            }
+            // SKIP holds while the skipped command runs, so that a long
+            // reply is not written out in part.
+            ReplyMode::Off | ReplyMode::SkipNext => true,
         };
         let mark = out.bytes.len();
         // EXEC takes the gate exclusively itself.
@@ -366,6 +364,9 @@ impl<'a> RespClient<'a> {
         }
         let flow = self.checked(cmd, out, writer).await;
         self.gate = None;
+        if suppress && !is_client_reply && self.reply_mode == ReplyMode::SkipNext {
+            self.reply_mode = ReplyMode::On;
+        }
         let flow = flow?;
         if suppress && out.bytes.len() >= mark {
             out.bytes.truncate(mark);
