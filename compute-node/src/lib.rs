@@ -11,6 +11,7 @@ pub mod index;
 mod ops;
 mod rebuild;
 pub mod resp;
+mod walk;
 mod window;
 
 pub use config::EngineConfig;

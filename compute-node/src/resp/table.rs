@@ -57,6 +57,9 @@ pub enum Kind {
     Copy,
     Flushall,
     Flushdb,
+    Keys,
+    Randomkey,
+    Scan,
 }
 
 /// One key specification, as `COMMAND INFO` reports it: the keys start at
@@ -1156,6 +1159,61 @@ pub static COMMANDS: &[CommandInfo] = &[
             group: "generic",
             complexity: Some(
                 "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Keys,
+        name: "keys",
+        arity: 2,
+        flags: &["readonly"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@read", "@slow", "@dangerous"],
+        tips: &["request_policy:all_shards", "nondeterministic_output_order"],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Find all keys matching the given pattern",
+            since: "1.0.0",
+            group: "generic",
+            complexity: Some(
+                "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Randomkey,
+        name: "randomkey",
+        arity: 1,
+        flags: &["readonly"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@read", "@slow"],
+        tips: &["request_policy:all_shards", "nondeterministic_output"],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Return a random key from the keyspace",
+            since: "1.0.0",
+            group: "generic",
+            complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Scan,
+        name: "scan",
+        arity: -2,
+        flags: &["readonly"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@read", "@slow"],
+        tips: &["nondeterministic_output", "request_policy:special"],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Incrementally iterate the keys space",
+            since: "2.8.0",
+            group: "generic",
+            complexity: Some(
+                "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.",
             ),
         },
     },

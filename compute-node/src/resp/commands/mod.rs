@@ -18,8 +18,8 @@
 //! commands themselves are grouped as Redis's documentation groups them:
 //! `connection` (AUTH, HELLO, CLIENT, RESET, SELECT), `server` (CONFIG,
 //! COMMAND, INFO, TIME), `keyspace` (DEL, EXISTS, TYPE, RENAME, COPY,
-//! DBSIZE), `strings` (GET, SET, MGET, MSET) and `transaction` (MULTI,
-//! EXEC, DISCARD, WATCH).
+//! DBSIZE, SCAN, KEYS, RANDOMKEY), `strings` (GET, SET, MGET, MSET) and
+//! `transaction` (MULTI, EXEC, DISCARD, WATCH).
 
 mod connection;
 mod keyspace;
@@ -349,6 +349,27 @@ impl<'a> RespClient<'a> {
         }
     }
 
+    /// Writes the replies out once [`FLUSH_BYTES`] wait, in the middle of a
+    /// long reply, letting go of the EXEC gate meanwhile; inside EXEC, or
+    /// with replies off, they wait for the end.
+    pub(super) async fn write_early<W: AsyncWrite + Unpin>(
+        &mut self,
+        out: &mut Replies,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        if self.reply_mode == ReplyMode::On
+            && self.overlay.is_none()
+            && out.bytes.len() >= FLUSH_BYTES
+        {
+            let shared = self.gate.take().is_some();
+            flush_if_full(out, writer).await?;
+            if shared {
+                self.gate = Some(self.shared.exec_gate.read().await);
+            }
+        }
+        Ok(())
+    }
+
     /// The value of `key` as this client sees it (inside EXEC, with the
     /// transaction's writes).
     async fn value(&self, key: &[u8]) -> Result<Option<Bytes>, EngineError> {
@@ -407,11 +428,9 @@ impl<'a> RespClient<'a> {
         let suppress = match self.reply_mode {
             _ if is_client_reply => false,
             ReplyMode::On => false,
-            ReplyMode::Off => true,
-            ReplyMode::SkipNext => {
-                self.reply_mode = ReplyMode::On;
-                true
-            }
+            // SKIP holds while the skipped command runs, so that a long
+            // reply is not written out in part.
+            ReplyMode::Off | ReplyMode::SkipNext => true,
         };
         let mark = out.bytes.len();
         // EXEC takes the gate exclusively itself.
@@ -420,6 +439,9 @@ impl<'a> RespClient<'a> {
         }
         let flow = self.checked(cmd, out, writer).await;
         self.gate = None;
+        if suppress && !is_client_reply && self.reply_mode == ReplyMode::SkipNext {
+            self.reply_mode = ReplyMode::On;
+        }
         let flow = flow?;
         if suppress && out.bytes.len() >= mark {
             out.bytes.truncate(mark);
@@ -516,6 +538,9 @@ impl<'a> RespClient<'a> {
                 None => self.engine.len(),
             } as i64),
             Kind::Flushall | Kind::Flushdb => self.flush(cmd, out).await,
+            Kind::Scan => self.scan(cmd, out),
+            Kind::Keys => self.keys(cmd, out, writer).await?,
+            Kind::Randomkey => self.random_key(out),
             Kind::Ping => match cmd.len() {
                 1 => out.simple("PONG"),
                 2 => out.bulk(&cmd[1]),

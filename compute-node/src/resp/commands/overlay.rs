@@ -81,6 +81,14 @@ impl Overlay {
         (engine.len() + written_live).saturating_sub(written_before)
     }
 
+    /// The keys the transaction left with a value.
+    pub(super) fn written_keys(&self) -> impl Iterator<Item = &Bytes> {
+        self.latest
+            .iter()
+            .filter(|(_, value)| value.is_some())
+            .map(|(key, _)| key)
+    }
+
     /// True if a FLUSHALL ran inside the transaction.
     pub(super) fn cleared(&self) -> bool {
         self.cleared

@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use super::{REDIS_VERSION, RespClient, arity_error, shown};
+use crate::resp::command_docs::{Arg, more_docs};
 use crate::resp::reply::Replies;
 use crate::resp::table::{COMMANDS, CommandInfo, Kind, lookup_full};
 
@@ -219,11 +220,19 @@ fn command_entry(out: &mut Replies, entry: &CommandInfo) {
     }
 }
 
-/// One command as COMMAND DOCS describes it (without argument lists).
+/// One command as COMMAND DOCS describes it, fields in Redis's order.
 fn command_docs(out: &mut Replies, entry: &CommandInfo) {
     let docs = &entry.docs;
+    let more = more_docs(entry.name);
+    let history = more.map_or(&[][..], |m| m.history);
+    let arguments = more.map_or(&[][..], |m| m.arguments);
     let subcommands = !entry.subcommands.is_empty();
-    out.map(3 + usize::from(docs.complexity.is_some()) + usize::from(subcommands));
+    out.map(
+        3 + usize::from(docs.complexity.is_some())
+            + usize::from(!history.is_empty())
+            + usize::from(!arguments.is_empty())
+            + usize::from(subcommands),
+    );
     out.bulk(b"summary");
     out.bulk(docs.summary.as_bytes());
     out.bulk(b"since");
@@ -234,12 +243,71 @@ fn command_docs(out: &mut Replies, entry: &CommandInfo) {
         out.bulk(b"complexity");
         out.bulk(complexity.as_bytes());
     }
+    if !history.is_empty() {
+        out.bulk(b"history");
+        out.set(history.len());
+        for (version, change) in history {
+            out.array(2);
+            out.bulk(version.as_bytes());
+            out.bulk(change.as_bytes());
+        }
+    }
+    if !arguments.is_empty() {
+        out.bulk(b"arguments");
+        argument_docs(out, arguments);
+    }
     if subcommands {
         out.bulk(b"subcommands");
         out.map(entry.subcommands.len());
         for sub in entry.subcommands {
             out.bulk(sub.name.as_bytes());
             command_docs(out, sub);
+        }
+    }
+}
+
+/// An argument list as COMMAND DOCS describes it (Redis's
+/// `addReplyCommandArgList`): each argument a map, fields in Redis's order.
+fn argument_docs(out: &mut Replies, arguments: &[Arg]) {
+    out.array(arguments.len());
+    for arg in arguments {
+        let nested = matches!(arg.kind, "oneof" | "block");
+        let texts = [
+            ("token", arg.token),
+            ("summary", arg.summary),
+            ("since", arg.since),
+            ("deprecated_since", arg.deprecated_since),
+        ];
+        out.map(
+            2 + usize::from(arg.key_spec_index.is_some())
+                + texts.iter().filter(|(_, text)| text.is_some()).count()
+                + usize::from(!arg.flags.is_empty())
+                + usize::from(nested),
+        );
+        out.bulk(b"name");
+        out.bulk(arg.name.as_bytes());
+        out.bulk(b"type");
+        out.bulk(arg.kind.as_bytes());
+        if let Some(index) = arg.key_spec_index {
+            out.bulk(b"key_spec_index");
+            out.integer(index);
+        }
+        for (field, text) in texts {
+            if let Some(text) = text {
+                out.bulk(field.as_bytes());
+                out.bulk(text.as_bytes());
+            }
+        }
+        if !arg.flags.is_empty() {
+            out.bulk(b"flags");
+            out.set(arg.flags.len());
+            for flag in arg.flags {
+                out.simple(flag);
+            }
+        }
+        if nested {
+            out.bulk(b"arguments");
+            argument_docs(out, arg.arguments);
         }
     }
 }

@@ -3,9 +3,7 @@
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
 
-use super::{
-    FLUSH_BYTES, GET_RUN_KEYS, ReplyMode, RespClient, arity_error, engine_error, flush_if_full,
-};
+use super::{GET_RUN_KEYS, RespClient, arity_error, engine_error};
 use crate::resp::reply::Replies;
 
 impl RespClient<'_> {
@@ -34,18 +32,7 @@ impl RespClient<'_> {
         for keys in cmd[1..].chunks(GET_RUN_KEYS) {
             let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
             self.get_run(&keys, out).await;
-            // Inside EXEC the replies wait for the end; elsewhere the gate
-            // is let go while they are written.
-            if self.reply_mode == ReplyMode::On
-                && self.overlay.is_none()
-                && out.bytes.len() >= FLUSH_BYTES
-            {
-                let shared = self.gate.take().is_some();
-                flush_if_full(out, writer).await?;
-                if shared {
-                    self.gate = Some(self.shared.exec_gate.read().await);
-                }
-            }
+            self.write_early(out, writer).await?;
         }
         Ok(())
     }
