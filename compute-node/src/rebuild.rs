@@ -19,12 +19,13 @@ use crate::index::Location;
 
 /// What one export brought.
 #[derive(Debug, Default, Clone, Copy)]
-struct Merged {
-    max_seq: u64,
+pub(crate) struct Merged {
+    /// Highest sequence number of any entry.
+    pub(crate) max_seq: u64,
     /// Highest clear entry (FLUSHALL) seen.
     clear_seq: u64,
     /// End of the furthest record any entry points at.
-    value_end: u64,
+    pub(crate) value_end: u64,
 }
 
 /// Key-log bytes of a one-entry frame with an 8-byte key, the smallest
@@ -40,7 +41,7 @@ const PRESIZE_ENTRY_BYTES: u64 =
 /// of the chunk: the clear removes what the chunk and earlier chunks of any
 /// partition brought below it, and refuses what later chunks bring below
 /// it, so the order in which partitions arrive does not matter.
-fn merge_frames(
+pub(crate) fn merge_frames(
     inner: &Inner,
     partition: usize,
     frames: &Bytes,
