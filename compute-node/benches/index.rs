@@ -489,7 +489,8 @@ fn decode_insert_index(chunks: &[Bytes], keys: u64) -> Index {
     std::thread::scope(|scope| {
         for thread in 0..2 {
             let index = &index;
-            scope.spawn(move || {
+            let builder = std::thread::Builder::new().name("decode-insert".into());
+            let spawned = builder.spawn_scoped(scope, move || {
                 let mut changes: Vec<(&[u8], Location)> = Vec::new();
                 for chunk in chunks.iter().skip(thread).step_by(2) {
                     changes.clear();
@@ -497,6 +498,7 @@ fn decode_insert_index(chunks: &[Bytes], keys: u64) -> Index {
                     index.apply_many(&changes);
                 }
             });
+            spawned.expect("spawn a decoding thread");
         }
     });
     assert_eq!(index.live_keys(), keys);

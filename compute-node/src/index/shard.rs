@@ -365,6 +365,19 @@ impl Shard {
         self.generation
     }
 
+    /// Reads the table's first control bytes and slot for `hash`, so that
+    /// a [`Shard::find`] or [`Shard::insert`] of it soon after finds them
+    /// in cache. Returns a value made of them, for the caller to pass to
+    /// [`std::hint::black_box`] so that the reads are kept.
+    pub(super) fn touch(&self, hash: u64) -> u64 {
+        let capacity = self.capacity();
+        if capacity == 0 {
+            return 0;
+        }
+        let slot = home(hash, capacity);
+        u64::from(self.ctrl[slot]) ^ u64::from(self.slots[slot])
+    }
+
     /// Arena offset of `key`'s entry.
     pub(super) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
         let capacity = self.capacity();
