@@ -8,7 +8,9 @@
 //! bytes without the network (into the index and into hashbrown).
 //!
 //! Each memory case runs in a child process of its own, so that the RSS
-//! delta of one case is not hidden by memory an earlier case freed.
+//! delta of one case is not hidden by memory an earlier case freed; so does
+//! each rebuild and each decode-and-insert run, on a fresh heap as a
+//! starting compute node's.
 //!
 //! `cargo bench -p compute-node --bench index` (add `-- --quick` for the
 //! small sizes only, `-- --rebuild-only` for the rebuild alone).
@@ -209,6 +211,11 @@ fn main() {
         let key_len = args[3].parse().expect("key length");
         let keys = args[4].parse().expect("key count");
         memory_case(&args[2], key_len, keys);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("--rebuild-case") {
+        let keys = args[4].parse().expect("key count");
+        rebuild_child(&args[2], &args[3], &args[5], keys);
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
@@ -549,14 +556,88 @@ impl Runs {
     fn show(&self, name: &str, log_mib: f64, keys: u64) {
         let (median, median_cpu) = self.median();
         let walls: Vec<String> = self.0.iter().map(|r| format!("{:.3}", r.0)).collect();
+        let cpu = if median_cpu.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{median_cpu:.2}")
+        };
         println!(
-            "  {name:<46} {:>6.3} {median:>6.3} {median_cpu:>6.2} {:>7.0} {:>7.2}   {}",
+            "  {name:<46} {:>6.3} {median:>6.3} {cpu:>6} {:>7.0} {:>7.2}   {}",
             self.best(),
             log_mib / median,
             keys as f64 / median / 1e6,
             walls.join(" ")
         );
     }
+}
+
+/// Runs one measurement in a child process of its own (`case`: `engine`,
+/// `decode-index` or `decode-hashbrown`, see [`rebuild_child`]); returns
+/// its two (wall, CPU) figures.
+fn run_rebuild_child(node: &BenchNode, case: &str, keys: u64) -> Option<[(f64, f64); 2]> {
+    let exe = std::env::current_exe().ok()?;
+    let certs = node.dir.path().join("certs").join("compute");
+    let output = Command::new(exe)
+        .arg("--rebuild-case")
+        .arg(node.server())
+        .arg(certs)
+        .arg(keys.to_string())
+        .arg(case)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let numbers: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    match numbers[..] {
+        [a, b, c, d] => Some([(a, b), (c, d)]),
+        _ => None,
+    }
+}
+
+/// Child process of a rebuild measurement, on a fresh heap as a starting
+/// compute node's: `engine` connects an engine (printing the connect's
+/// wall and CPU seconds, then the rebuild's wall seconds and NaN);
+/// `decode-index` and `decode-hashbrown` export every key log into memory
+/// and then time decoding and inserting it (printing wall and CPU seconds,
+/// twice).
+fn rebuild_child(server: &str, certs: &str, case: &str, keys: u64) {
+    let identity = Arc::new(NodeIdentity::load(std::path::Path::new(certs)).expect("identity"));
+    let mut runs = Runs::default();
+    if case == "engine" {
+        let mut config = EngineConfig::new(server, identity);
+        config.writer = false;
+        let engine = runs.time(|| Engine::connect(config).expect("connect engine"));
+        assert_eq!(engine.len(), keys);
+        let rebuild_seconds = Duration::from_millis(engine.stats().rebuild_ms).as_secs_f64();
+        let (wall, cpu) = runs.0[0];
+        println!("{wall} {cpu} {rebuild_seconds} NaN");
+        return;
+    }
+    let runtime = client_runtime();
+    let mut config = ClientConfig::new(server, identity);
+    config.writer = false;
+    let client = Arc::new(
+        runtime
+            .block_on(StorageClient::connect(config))
+            .expect("connect a reader"),
+    );
+    let kept = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let keep = {
+        let kept = Arc::clone(&kept);
+        move |chunk| kept.lock().push(chunk)
+    };
+    runtime.block_on(export_all(&client, keep));
+    let chunks = std::mem::take(&mut *kept.lock());
+    drop(client);
+    drop(runtime);
+    match case {
+        "decode-index" => drop(runs.time(|| decode_insert_index(&chunks, keys))),
+        _ => drop(runs.time(|| decode_insert_hashbrown(&chunks, keys))),
+    }
+    let (wall, cpu) = runs.0[0];
+    println!("{wall} {cpu} {wall} {cpu}");
 }
 
 fn rebuild_case(keys: u64) {
@@ -593,43 +674,30 @@ fn rebuild_case(keys: u64) {
     for _ in 0..REBUILD_RUNS {
         warm_export.time(|| runtime.block_on(export_all(&client, |_| {})));
     }
-    let kept = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let keep = {
-        let kept = Arc::clone(&kept);
-        move |chunk| kept.lock().push(chunk)
-    };
-    runtime.block_on(export_all(&client, keep));
-    let chunks = std::mem::take(&mut *kept.lock());
     drop(client);
     drop(runtime);
 
     let mut decode_index = Runs::default();
     let mut decode_hashbrown = Runs::default();
-    for _ in 0..REBUILD_RUNS {
-        let index = decode_index.time(|| decode_insert_index(&chunks, keys));
-        drop(index);
-        let map = decode_hashbrown.time(|| decode_insert_hashbrown(&chunks, keys));
-        drop(map);
-    }
-    drop(chunks);
-
     let mut rebuild = Runs::default();
     let mut engine_connect = Runs::default();
     for _ in 0..REBUILD_RUNS {
-        let mut config = EngineConfig::new(node.server(), node.compute_identity());
-        config.writer = false;
-        let engine = engine_connect.time(|| Engine::connect(config).expect("connect engine"));
-        assert_eq!(engine.len(), keys);
-        let rebuild_seconds = Duration::from_millis(engine.stats().rebuild_ms).as_secs_f64();
-        // The rebuild's own CPU is not measured apart from connecting.
-        rebuild.0.push((rebuild_seconds, f64::NAN));
-        drop(engine);
+        let child = |case: &str| {
+            run_rebuild_child(&node, case, keys)
+                .unwrap_or_else(|| panic!("rebuild case {case} failed"))
+        };
+        decode_index.0.push(child("decode-index")[0]);
+        decode_hashbrown.0.push(child("decode-hashbrown")[0]);
+        let [connect, rebuilt] = child("engine");
+        engine_connect.0.push(connect);
+        rebuild.0.push(rebuilt);
     }
 
     let mib = log_bytes as f64 / f64::from(1 << 20);
     println!(
-        "  key logs: {mib:.1} MiB; {REBUILD_RUNS} runs each (seconds: best, median, CPU of the median run, \
-         whole process, storage node included)"
+        "  key logs: {mib:.1} MiB; {REBUILD_RUNS} runs each (seconds: best, median, CPU seconds of the median \
+         run: the whole process for the exports, storage node included; the compute side alone for the rest, \
+         each run in a new process as a starting compute node)"
     );
     println!(
         "  {:<46} {:>6} {:>6} {:>6} {:>7} {:>7}   runs",
@@ -639,7 +707,7 @@ fn rebuild_case(keys: u64) {
     warm_export.show("raw export, warm connections", mib, keys);
     decode_index.show("decode + insert, no network: index, 2 threads", mib, keys);
     decode_hashbrown.show("decode + insert, no network: hashbrown, 1 thr", mib, keys);
-    rebuild.show("rebuild (Engine::connect's rebuild_ms)", mib, keys);
+    rebuild.show("rebuild (EngineStats::rebuild_ms)", mib, keys);
     engine_connect.show("Engine::connect (connections + rebuild)", mib, keys);
     println!(
         "  rebuild / raw export on new connections (medians): {:.2}",
