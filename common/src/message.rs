@@ -21,7 +21,7 @@ use thiserror::Error;
 use crate::frame::{self, RawFrame};
 
 /// Version of this protocol; a node refuses a peer that speaks another.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Application error codes with which a storage node closes a connection.
 pub mod close_code {
@@ -80,14 +80,16 @@ pub enum RequestBody<'a> {
         #[serde(borrow)]
         key: &'a [u8],
     },
-    /// Put every key as one unit (all or none after a crash); the values are
-    /// the blob, concatenated, with their lengths here.
-    PutMany {
+    /// Puts and deletes applied as one unit (all or none after a crash), in
+    /// order; the values of the puts are the blob, concatenated, with their
+    /// lengths here.
+    WriteMany {
         /// The keys, in order.
         #[serde(borrow)]
         keys: Vec<&'a [u8]>,
-        /// Length of each value in the blob, in the same order.
-        value_lens: Vec<u32>,
+        /// For each key in the same order: the length of its value in the
+        /// blob (a put), or `None` (a delete).
+        value_lens: Vec<Option<u32>>,
     },
     /// Delete `key`.
     Delete {
@@ -120,6 +122,14 @@ pub enum RequestBody<'a> {
         /// Only frames with an entry at or above this sequence number.
         from_seq: u64,
     },
+    /// Delete every key (FLUSHALL): a clear entry goes into every
+    /// partition's key log, each with a sequence number of its own; answered with
+    /// [`ResponseBody::Written`] carrying the highest of them, once every
+    /// partition's entry is acknowledged. From then on every record with a
+    /// lower sequence number is gone, across restarts of either node.
+    /// Writes sent after it on the same connection before its answer may
+    /// take effect before it: wait for the answer to order them after it.
+    Clear,
     /// Make everything acknowledged durable against power loss.
     Sync,
     /// Report counters and state.
@@ -155,6 +165,8 @@ pub struct PartitionReport {
     pub puts: u64,
     /// Deletes acknowledged since the node started.
     pub deletes: u64,
+    /// Clear entries (FLUSHALL) acknowledged since the node started.
+    pub clears: u64,
     /// Value bytes acknowledged since the node started.
     pub value_bytes: u64,
     /// Buffers flushed to the value log since the node started.
@@ -382,18 +394,25 @@ pub fn decode_response(frame: &RawFrame) -> Result<Response, DecodeError> {
     postcard::from_bytes(&frame.meta).map_err(|e| DecodeError(e.to_string()))
 }
 
-/// Splits the blob of a [`RequestBody::PutMany`] into its values, checking
-/// that the lengths add up.
-pub fn split_values<'a>(blob: &'a [u8], value_lens: &[u32]) -> Result<Vec<&'a [u8]>, DecodeError> {
+/// Splits the blob of a [`RequestBody::WriteMany`] into the values of its
+/// puts (`None` for each delete), checking that the lengths add up.
+pub fn split_values<'a>(
+    blob: &'a [u8],
+    value_lens: &[Option<u32>],
+) -> Result<Vec<Option<&'a [u8]>>, DecodeError> {
     let mut values = Vec::with_capacity(value_lens.len());
     let mut rest = blob;
     for &len in value_lens {
+        let Some(len) = len else {
+            values.push(None);
+            continue;
+        };
         let len = len as usize;
         if len > rest.len() {
             return Err(DecodeError("batch value lengths run past the blob".into()));
         }
         let (value, tail) = rest.split_at(len);
-        values.push(value);
+        values.push(Some(value));
         rest = tail;
     }
     if !rest.is_empty() {
@@ -418,18 +437,20 @@ mod tests {
         let mut out = BytesMut::new();
         let request = Request {
             id: 7,
-            body: RequestBody::PutMany {
-                keys: vec![b"a", b"bb"],
-                value_lens: vec![3, 0],
+            body: RequestBody::WriteMany {
+                keys: vec![b"a", b"gone", b"bb"],
+                value_lens: vec![Some(3), None, Some(0)],
             },
         };
         let bytes = encode(&mut out, &request, b"xyz");
         let frame = round_trip(&bytes);
         assert_eq!(decode_request(&frame).expect("decodes"), request);
         assert_eq!(
-            split_values(&frame.blob, &[3, 0]).expect("split"),
-            vec![&b"xyz"[..], b""]
+            split_values(&frame.blob, &[Some(3), None, Some(0)]).expect("split"),
+            vec![Some(&b"xyz"[..]), None, Some(b"")]
         );
+        assert!(split_values(&frame.blob, &[Some(4)]).is_err());
+        assert!(split_values(&frame.blob, &[Some(2), None]).is_err());
     }
 
     #[test]
@@ -468,9 +489,9 @@ mod tests {
 
     #[test]
     fn batch_lengths_must_match_the_blob() {
-        assert!(split_values(b"abc", &[4]).is_err());
-        assert!(split_values(b"abc", &[1]).is_err());
-        assert!(split_values(b"abc", &[1, 2]).is_ok());
+        assert!(split_values(b"abc", &[Some(4)]).is_err());
+        assert!(split_values(b"abc", &[Some(1)]).is_err());
+        assert!(split_values(b"abc", &[Some(1), None, Some(2)]).is_ok());
     }
 
     #[test]

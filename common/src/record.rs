@@ -23,6 +23,10 @@
 //! entry: kind u8 | reserved u8 | key_len u16 | value_len u32 | seq u64 | value_offset u64 | key
 //! ```
 //!
+//! Kinds: 1 put, 2 delete, 3 clear. A clear entry has no key, no value and
+//! offset 0: it says that every record of every key with a lower sequence
+//! number is gone (what FLUSHALL writes).
+//!
 //! The checksum covers `payload_len` and the payload. A frame whose
 //! `payload_len` is [`PAD_MARKER`] is padding: the rest of its key-log chunk
 //! is unused.
@@ -156,20 +160,24 @@ pub enum EntryKind {
     Put,
     /// The key was deleted; the entry's offset and length are zero.
     Delete,
+    /// Every key was deleted: every record with a lower sequence number, in
+    /// any partition, is gone. The entry has an empty key, and its offset
+    /// and length are zero.
+    Clear,
 }
 
 /// One key-log entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyEntry<'a> {
-    /// Put or delete.
+    /// Put, delete or clear.
     pub kind: EntryKind,
     /// Global sequence number: the highest one wins for a key.
     pub seq: u64,
-    /// Value-log offset of the record (0 for a delete).
+    /// Value-log offset of the record (0 for a delete or a clear).
     pub value_offset: u64,
-    /// Length of the value (0 for a delete).
+    /// Length of the value (0 for a delete or a clear).
     pub value_len: u32,
-    /// The key.
+    /// The key (empty for a clear).
     pub key: &'a [u8],
 }
 
@@ -179,11 +187,12 @@ impl KeyEntry<'_> {
         ENTRY_HEADER_BYTES + self.key.len()
     }
 
-    /// Length of the value-log record this entry points at (0 for a delete).
+    /// Length of the value-log record this entry points at (0 for a delete
+    /// or a clear).
     pub fn record_len(&self) -> usize {
         match self.kind {
             EntryKind::Put => value_record_len(self.key.len(), self.value_len as usize),
-            EntryKind::Delete => 0,
+            EntryKind::Delete | EntryKind::Clear => 0,
         }
     }
 }
@@ -216,6 +225,7 @@ impl FrameBuilder {
         self.buf.push(match entry.kind {
             EntryKind::Put => 1,
             EntryKind::Delete => 2,
+            EntryKind::Clear => 3,
         });
         self.buf.push(0);
         self.buf.extend_from_slice(&key_len.to_le_bytes());
@@ -365,11 +375,15 @@ fn parse_entry(bytes: &[u8]) -> Result<(KeyEntry<'_>, usize), RecordError> {
     let kind = match header[0] {
         1 => EntryKind::Put,
         2 => EntryKind::Delete,
+        3 => EntryKind::Clear,
         _ => return Err(RecordError::Malformed("unknown key-entry kind")),
     };
     let key_len = usize::from(u16::from_le_bytes([header[2], header[3]]));
-    if key_len == 0 {
-        return Err(RecordError::Malformed("empty key"));
+    match (kind, key_len) {
+        (EntryKind::Clear, 0) => {}
+        (EntryKind::Clear, _) => return Err(RecordError::Malformed("a clear entry with a key")),
+        (_, 0) => return Err(RecordError::Malformed("empty key")),
+        _ => {}
     }
     let used = ENTRY_HEADER_BYTES + key_len;
     let key = bytes
@@ -478,6 +492,58 @@ mod tests {
         assert_eq!(all[0].record_len(), VALUE_HEADER_BYTES + 5 + 100);
         assert_eq!(all[1].kind, EntryKind::Delete);
         assert_eq!(entries.max_seq(), 11);
+    }
+
+    #[test]
+    fn a_clear_entry_round_trips_keyless_and_a_keyed_one_is_refused() {
+        let mut builder = FrameBuilder::default();
+        builder.begin();
+        builder.push(&KeyEntry {
+            kind: EntryKind::Clear,
+            seq: 42,
+            value_offset: 0,
+            value_len: 0,
+            key: b"",
+        });
+        let bytes = builder.finish().to_vec();
+        let (Frame::Entries(entries), _) = decode_frame(&bytes).expect("decodes") else {
+            panic!("expected entries")
+        };
+        let all: Vec<_> = entries.iter().map(|e| e.expect("entry")).collect();
+        assert_eq!(all.len(), 1);
+        assert_eq!(
+            (all[0].kind, all[0].seq, all[0].key),
+            (EntryKind::Clear, 42, &b""[..])
+        );
+        assert_eq!(all[0].record_len(), 0);
+
+        builder.begin();
+        builder.push(&KeyEntry {
+            kind: EntryKind::Clear,
+            seq: 43,
+            value_offset: 0,
+            value_len: 0,
+            key: b"k",
+        });
+        let bytes = builder.finish().to_vec();
+        assert_eq!(
+            decode_frame(&bytes).map(|_| ()),
+            Err(RecordError::Malformed("a clear entry with a key"))
+        );
+
+        builder.begin();
+        builder.push(&KeyEntry {
+            kind: EntryKind::Delete,
+            seq: 44,
+            value_offset: 0,
+            value_len: 0,
+            key: b"",
+        });
+        let bytes = builder.finish().to_vec();
+        assert_eq!(
+            decode_frame(&bytes).map(|_| ()),
+            Err(RecordError::Malformed("empty key"))
+        );
     }
 
     #[test]

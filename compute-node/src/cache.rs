@@ -161,6 +161,14 @@ impl ValueCache {
         });
     }
 
+    /// Drops every entry of a version older than `seq` (what a clear entry
+    /// says is gone).
+    pub fn clear_below(&self, seq: u64) {
+        if let Some(cache) = self.cache.as_ref() {
+            cache.retain(|_, held| held.location.seq >= seq);
+        }
+    }
+
     /// Counters and size.
     pub fn stats(&self) -> CacheStats {
         let (bytes, entries) = self

@@ -41,6 +41,7 @@ pub(crate) struct Counters {
     pub(crate) window_fetches: AtomicU64,
     pub(crate) window_fetch_bytes: AtomicU64,
     pub(crate) tail_pulls: AtomicU64,
+    pub(crate) clears: AtomicU64,
     /// Milliseconds the start's index rebuild took.
     pub(crate) rebuild_ms: AtomicU64,
 }

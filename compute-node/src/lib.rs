@@ -11,9 +11,11 @@ pub mod index;
 mod ops;
 mod rebuild;
 pub mod resp;
+mod walk;
 mod window;
 
 pub use config::EngineConfig;
 pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use index::IndexStats;
+pub use splitkv_common::client::BatchOp;

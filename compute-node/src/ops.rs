@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Wake, Waker};
 
 use bytes::Bytes;
-use splitkv_common::client::{Call, ClientError};
+use splitkv_common::client::{BatchOp, Call, ClientError};
 use splitkv_common::message::{WireError, WriteAck};
 use splitkv_common::record::{self, VALUE_HEADER_BYTES};
 
@@ -99,28 +99,47 @@ impl Inner {
         self.counters.puts.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Records the acknowledgements of a batch put, one per item in order.
-    fn record_put_many(
+    /// Records the acknowledgements of a batch, one per op in order.
+    fn record_write_many(
         &self,
         partition: usize,
-        items: &[(&[u8], &[u8])],
+        ops: &[BatchOp<'_>],
         acks: Vec<WriteAck>,
     ) -> Result<()> {
-        if acks.len() != items.len() {
+        if acks.len() != ops.len() {
             return Err(EngineError::Storage(ClientError::Protocol(format!(
-                "{} acknowledgements for a batch of {} puts",
+                "{} acknowledgements for a batch of {} writes",
                 acks.len(),
-                items.len()
+                ops.len()
             ))));
         }
-        for ((key, value), ack) in items.iter().zip(acks) {
-            let cached = self
-                .cache
-                .admits(value.len())
-                .then_some(Cacheable::Borrowed(value));
-            self.record_put(partition, key, value.len(), cached, ack);
+        for (op, ack) in ops.iter().zip(acks) {
+            match *op {
+                BatchOp::Put { key, value } => {
+                    let cached = self
+                        .cache
+                        .admits(value.len())
+                        .then_some(Cacheable::Borrowed(value));
+                    self.record_put(partition, key, value.len(), cached, ack);
+                }
+                BatchOp::Delete { key } => self.record_delete(partition, key, ack),
+            }
         }
         Ok(())
+    }
+
+    /// Applies a clear entry with sequence number `seq` (FLUSHALL): every
+    /// version below it leaves the index and the value cache, and no
+    /// acknowledgement below it is applied from then on. Returns the live
+    /// keys removed. Does nothing for a clear already applied.
+    pub(crate) fn apply_clear(&self, seq: u64) -> u64 {
+        if seq <= self.index.floor_seq() {
+            return 0;
+        }
+        let removed = self.index.clear_below(seq);
+        self.cache.clear_below(seq);
+        self.counters.clears.fetch_add(1, Ordering::Relaxed);
+        removed
     }
 
     fn record_delete(&self, partition: usize, key: &[u8], ack: WriteAck) {
@@ -141,10 +160,13 @@ impl Inner {
         Ok(partition % self.partitions())
     }
 
-    /// Like [`Inner::prepare_write`], for every pair of a batch.
-    fn prepare_batch(&self, partition: usize, items: &[(&[u8], &[u8])]) -> Result<usize> {
-        for (key, value) in items {
-            self.prepare_write(partition, key, Some(value))?;
+    /// Like [`Inner::prepare_write`], for every op of a batch.
+    fn prepare_batch(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<usize> {
+        for op in ops {
+            match *op {
+                BatchOp::Put { key, value } => self.prepare_write(partition, key, Some(value))?,
+                BatchOp::Delete { key } => self.prepare_write(partition, key, None)?,
+            };
         }
         Ok(partition % self.partitions())
     }
@@ -330,15 +352,57 @@ impl Engine {
     /// Puts every pair into `partition` as one unit (all or none after a
     /// crash); returns once the storage node has acknowledged them.
     pub async fn put_many_async(&self, partition: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
+        let ops: Vec<BatchOp<'_>> = items
+            .iter()
+            .map(|&(key, value)| BatchOp::Put { key, value })
+            .collect();
+        self.write_many_async(partition, &ops).await
+    }
+
+    /// Applies every op (puts and deletes) through `partition` as one unit:
+    /// after a crash either all of them or none are there, and they take
+    /// effect in order (a key written twice ends with the later op).
+    /// Returns once the storage node has acknowledged them.
+    pub async fn write_many_async(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<()> {
         let inner = &self.inner;
-        let partition = inner.prepare_batch(partition, items)?;
+        let partition = inner.prepare_batch(partition, ops)?;
         let acks = submit(inner, partition, WhenDown::Wait, || {
-            inner.client.put_many(partition, items)
+            inner.client.write_many(partition, ops)
         })
         .await?
         .wait()
         .await?;
-        inner.record_put_many(partition, items, acks)
+        inner.record_write_many(partition, ops, acks)
+    }
+
+    /// Deletes every key (FLUSHALL), through `partition`'s connection.
+    /// Returns once every partition of the storage node has acknowledged
+    /// its clear entry, with the guarantees of a write: after a crash of
+    /// either node no key written before the call comes back. Writes
+    /// acknowledged after it returns stay; writes concurrent with it may
+    /// be cleared or stay.
+    pub async fn clear_all_async(&self, partition: usize) -> Result<()> {
+        let inner = &self.inner;
+        let partition = partition % inner.partitions();
+        let ack = submit(inner, partition, WhenDown::Wait, || {
+            inner.client.clear(partition)
+        })
+        .await?
+        .wait()
+        .await?;
+        inner.apply_clear(ack.seq);
+        for each in 0..inner.partitions() {
+            // Nothing below the clear can come back, so a tail pull after
+            // a reconnect starts past it.
+            inner.note_acked(each, ack.seq);
+        }
+        Ok(())
+    }
+
+    /// [`Engine::clear_all_async`] through the calling thread's partition.
+    /// Blocking.
+    pub fn clear_all(&self) -> Result<()> {
+        self.block(self.clear_all_async(self.inner.thread_partition()))
     }
 
     /// Deletes `key` through the calling thread's partition. Returns

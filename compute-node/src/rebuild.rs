@@ -21,6 +21,8 @@ use crate::index::Location;
 #[derive(Debug, Default, Clone, Copy)]
 struct Merged {
     max_seq: u64,
+    /// Highest clear entry (FLUSHALL) seen.
+    clear_seq: u64,
     /// End of the furthest record any entry points at.
     value_end: u64,
 }
@@ -34,7 +36,10 @@ const PRESIZE_ENTRY_BYTES: u64 =
     (record::FRAME_HEADER_BYTES + record::ENTRY_HEADER_BYTES + 8) as u64;
 
 /// Applies every entry of a run of key-log frames to the index, a chunk at
-/// a time (each shard locked once per chunk).
+/// a time (each shard locked once per chunk), then the highest clear entry
+/// of the chunk: the clear removes what the chunk and earlier chunks of any
+/// partition brought below it, and refuses what later chunks bring below
+/// it, so the order in which partitions arrive does not matter.
 fn merge_frames(
     inner: &Inner,
     partition: usize,
@@ -42,6 +47,7 @@ fn merge_frames(
     merged: &mut Merged,
 ) -> Result<(), ClientError> {
     let mut changes = Vec::with_capacity(frames.len() / PRESIZE_ENTRY_BYTES as usize);
+    let mut clear_seq = 0;
     let mut at = 0;
     while at < frames.len() {
         let (frame, used) = record::decode_frame(&frames[at..]).map_err(|e| {
@@ -63,6 +69,10 @@ fn merge_frames(
                         }
                     }
                     EntryKind::Delete => Location::tombstone(entry.seq, partition as u16),
+                    EntryKind::Clear => {
+                        clear_seq = clear_seq.max(entry.seq);
+                        continue;
+                    }
                 };
                 changes.push((entry.key, location));
             }
@@ -70,6 +80,10 @@ fn merge_frames(
         at += used;
     }
     inner.index.apply_many(&changes);
+    if clear_seq > 0 {
+        inner.apply_clear(clear_seq);
+        merged.clear_seq = merged.clear_seq.max(clear_seq);
+    }
     Ok(())
 }
 
@@ -150,6 +164,7 @@ pub(crate) fn spawn_tail_pull(inner: Arc<Inner>, partition: usize) {
                     partition,
                     from_seq = from,
                     max_seq = merged.max_seq,
+                    clear_seq = merged.clear_seq,
                     "pulled the key-log tail after reconnecting"
                 );
             }

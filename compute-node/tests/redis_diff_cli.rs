@@ -1,6 +1,7 @@
 //! redis-cli works against the compute node unchanged: the same
 //! invocations print the same output against a real `redis-server` and
-//! against SplitKV (`-n 0`, `-3` for RESP3, `--pipe` mass insertion).
+//! against SplitKV (`-n 0`, `-3` for RESP3, `--pipe` mass insertion,
+//! `--scan`).
 
 #[allow(
     dead_code,
@@ -18,6 +19,9 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
 use diff::{ComputeNode, RedisServer};
+
+/// Keys the `--pipe` run inserts.
+const MASS_KEYS: usize = 10_000;
 
 /// What redis-cli prints (stdout and stderr) and its exit status.
 fn redis_cli(addr: SocketAddr, args: &[&str], input: &[u8]) -> (String, String, bool) {
@@ -47,7 +51,7 @@ fn redis_cli_prints_the_same_against_splitkv_as_against_redis() {
     let redis = RedisServer::start(None);
     let splitkv = ComputeNode::start(None);
     let mut mass = Vec::new();
-    for i in 0..1000 {
+    for i in 0..MASS_KEYS {
         let (key, value) = (format!("mass:{i}"), format!("value {i}"));
         mass.extend_from_slice(
             format!(
@@ -72,6 +76,16 @@ fn redis_cli_prints_the_same_against_splitkv_as_against_redis() {
         (&["mget", "mass:0", "nope", "mass:1"], b""),
         (&["-3", "mget", "mass:0", "nope", "mass:1"], b""),
         (&["dbsize"], b""),
+        (&["-n", "0", "dbsize"], b""),
+        (&["get", "mass:4567"], b""),
+        (&["--scan"], b""),
+        (&["--scan", "--pattern", "mass:99*"], b""),
+        (&["--scan", "--pattern", "mass:[1-2]?"], b""),
+        (&["--scan", "--pattern", "nosuch*"], b""),
+        (&["--scan", "--count", "1000", "--pattern", "*:1?"], b""),
+        (&["-3", "--scan", "--pattern", "mass:12*"], b""),
+        (&["-n", "0", "--scan", "--pattern", "cli"], b""),
+        (&["keys", "mass:99?"], b""),
         (&["config", "get", "databases"], b""),
         (&["-3", "config", "get", "databases"], b""),
     ];
@@ -89,9 +103,31 @@ fn redis_cli_prints_the_same_against_splitkv_as_against_redis() {
             );
             continue;
         }
+        if args.contains(&"--scan") || args.contains(&"keys") {
+            // Keys come in each server's own order: compared sorted.
+            let sorted = |out: &(String, String, bool)| {
+                let mut lines: Vec<&str> = out.0.lines().collect();
+                lines.sort_unstable();
+                (lines.join("\n"), out.1.clone(), out.2)
+            };
+            assert_eq!(sorted(&want), sorted(&got), "redis-cli {args:?}");
+            if args == &["--scan"] {
+                assert_eq!(got.0.lines().count(), MASS_KEYS + 1, "every key, once");
+            }
+            continue;
+        }
         assert_eq!(want, got, "redis-cli {args:?}: Redis, then SplitKV");
         if args == &["--pipe"] {
-            assert!(got.0.contains("errors: 0, replies: 1000"), "{got:?}");
+            assert!(
+                got.0.contains(&format!("errors: 0, replies: {MASS_KEYS}")),
+                "{got:?}"
+            );
+        }
+        if args == &["dbsize"] {
+            assert_eq!(got.0, format!("{}\n", MASS_KEYS + 1));
+        }
+        if args == &["get", "mass:4567"] {
+            assert_eq!(got.0, "value 4567\n");
         }
         if args == &["get", "mass:999"] {
             assert_eq!(got.0, "value 999\n");

@@ -254,6 +254,36 @@ impl StorageEngine {
         self.partition(partition)?.queue_write(epoch, request, done)
     }
 
+    /// Deletes every key (FLUSHALL): a clear entry goes into every
+    /// partition's key log, behind the writes already submitted to that
+    /// partition. Blocks until every partition has acknowledged its entry
+    /// (with the guarantees of [`StorageEngine::write`]) and returns the
+    /// highest of their sequence numbers: from then on, every record with
+    /// a lower sequence number is gone, after any restart too. If this
+    /// fails part way, the clear entries already written still count (a
+    /// reader honours the highest clear entry of any partition).
+    pub fn clear_all(&self, epoch: Option<u64>) -> Result<WriteAck> {
+        let (sent, acks) = std::sync::mpsc::sync_channel(self.partitions.len());
+        for partition in 0..self.partitions.len() {
+            let sent = sent.clone();
+            self.queue_write(
+                partition,
+                epoch,
+                OwnedWrite::clear(),
+                Box::new(move |result| {
+                    let _ = sent.send(result);
+                }),
+            )?;
+        }
+        drop(sent);
+        let mut highest = WriteAck::default();
+        for result in acks.iter() {
+            let ack = result?.first().copied().unwrap_or_default();
+            highest.seq = highest.seq.max(ack.seq);
+        }
+        Ok(highest)
+    }
+
     /// Reads the record at `offset` of `len` bytes in `partition`, verifying
     /// its checksum: a torn or corrupt record is an error, never data.
     pub fn read(&self, partition: usize, offset: u64, len: usize) -> Result<RecordBytes> {

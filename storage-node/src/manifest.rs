@@ -9,7 +9,7 @@ use crate::disk::{Disk, DiskFile, FileKind, FileLock};
 use crate::error::{Result, StorageError};
 
 /// Version of the on-disk format this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const MANIFEST: &str = "MANIFEST";
 const LOCK: &str = "LOCK";
 const EPOCH: &str = "EPOCH";
@@ -282,6 +282,12 @@ mod tests {
             Manifest::parse(&m.encode())
                 .unwrap_err()
                 .contains("version 99")
+        );
+        let older = Manifest { format: 1, ..m };
+        let refusal = Manifest::parse(&older.encode()).unwrap_err();
+        assert!(
+            refusal.contains("format version 1") && refusal.contains("version 2"),
+            "{refusal}"
         );
         assert!(Manifest::parse("hello").is_err());
         assert!(Manifest::parse("splitkv data directory\nformat = 1\n").is_err());

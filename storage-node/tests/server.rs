@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use splitkv_common::certs;
-use splitkv_common::client::{Call, ClientConfig, ClientError, StorageClient};
+use splitkv_common::client::{BatchOp, Call, ClientConfig, ClientError, StorageClient};
 use splitkv_common::frame::FrameDecoder;
 use splitkv_common::message::{
     self, Hello, PROTOCOL_VERSION, Request, RequestBody, Response, ResponseBody, Role, WireError,
@@ -149,13 +149,29 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
     );
 
     let big = vec![0x5Au8; 3 << 20];
-    let acks = call(client.put_many(2, &[(&b"k1"[..], &b"v1"[..]), (b"k2", &big), (b"k3", b"")]))
+    let batch = [
+        BatchOp::Put {
+            key: b"k1",
+            value: b"v1",
+        },
+        BatchOp::Put {
+            key: b"k2",
+            value: &big,
+        },
+        BatchOp::Delete { key: b"k1" },
+        BatchOp::Put {
+            key: b"k3",
+            value: b"",
+        },
+    ];
+    let acks = call(client.write_many(2, &batch))
         .await
-        .expect("put_many");
-    assert_eq!(acks.len(), 3);
+        .expect("write_many");
+    assert_eq!(acks.len(), 4);
     assert!(acks.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert_eq!(acks[2].offset, 0, "a delete has no value-log offset");
     let deleted = call(client.delete(3, b"alpha")).await.expect("delete");
-    assert!(deleted.seq > acks[2].seq);
+    assert!(deleted.seq > acks[3].seq);
 
     let (range, committed_end) = client.read_range(2, 0, 16 << 20).await.expect("range");
     assert_eq!(range.len() as u64, committed_end);
@@ -183,19 +199,53 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
             .await
             .expect("export");
     }
-    assert_eq!(entries.len(), 5, "{entries:?}");
+    assert_eq!(entries.len(), 6, "{entries:?}");
     assert!(entries.contains(&(3, b"alpha".to_vec(), EntryKind::Delete, deleted.seq)));
+    assert!(entries.contains(&(2, b"k1".to_vec(), EntryKind::Delete, acks[2].seq)));
 
     // Export from a sequence number skips what is older.
     let mut newer = 0;
     client
-        .export_keylog(2, acks[2].seq, |frames| {
+        .export_keylog(2, acks[3].seq, |frames| {
             newer += frames.len();
             Ok(())
         })
         .await
         .expect("export");
     assert!(newer > 0);
+
+    // A clear puts one keyless clear entry into every partition's key log;
+    // its answer carries the highest of their sequence numbers.
+    let cleared = call(client.clear(1)).await.expect("clear");
+    let mut clears = Vec::new();
+    for partition in 0..4 {
+        client
+            .export_keylog(partition, deleted.seq + 1, |frames| {
+                let mut at = 0;
+                while at < frames.len() {
+                    let (frame, used) = record::decode_frame(&frames[at..])
+                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                    if let Frame::Entries(list) = frame {
+                        for entry in list.iter().flatten() {
+                            if entry.seq > deleted.seq {
+                                clears.push((partition, entry.kind, entry.key.len(), entry.seq));
+                            }
+                        }
+                    }
+                    at += used;
+                }
+                Ok(())
+            })
+            .await
+            .expect("export");
+    }
+    assert_eq!(clears.len(), 4, "{clears:?}");
+    assert!(
+        clears
+            .iter()
+            .all(|&(_, kind, key_len, _)| kind == EntryKind::Clear && key_len == 0)
+    );
+    assert_eq!(clears.iter().map(|c| c.3).max(), Some(cleared.seq));
 
     let stats = call(client.stats()).await.expect("stats");
     assert_eq!(stats.partitions.iter().map(|p| p.puts).sum::<u64>(), 4);

@@ -41,6 +41,33 @@ use crate::message::{self, Request, RequestBody, ResponseBody, StatsReport, Wire
 use crate::tls::NodeIdentity;
 use crate::transport::TransportSettings;
 
+/// One operation of a batch written as one unit
+/// ([`StorageClient::write_many`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOp<'a> {
+    /// Put `key` = `value`.
+    Put {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
+    /// Delete `key`.
+    Delete {
+        /// The key.
+        key: &'a [u8],
+    },
+}
+
+impl<'a> BatchOp<'a> {
+    /// The key the operation is about.
+    pub fn key(&self) -> &'a [u8] {
+        match *self {
+            BatchOp::Put { key, .. } | BatchOp::Delete { key } => key,
+        }
+    }
+}
+
 /// Why a request failed on the client's side of the wire.
 #[derive(Debug, Clone, Error)]
 pub enum ClientError {
@@ -526,31 +553,54 @@ impl StorageClient {
         self.call(partition, RequestBody::Put { key }, &[value], written)
     }
 
-    /// Puts every pair into `partition` as one unit (all or none after a
-    /// crash). The acknowledgements come back in the same order.
-    pub fn put_many(
+    /// Applies every op to `partition` as one unit (all or none after a
+    /// crash), in order. The acknowledgements come back in the same order
+    /// (a delete's offset is 0).
+    pub fn write_many(
         &self,
         partition: usize,
-        items: &[(&[u8], &[u8])],
+        ops: &[BatchOp<'_>],
     ) -> Result<Call<Vec<WriteAck>>, ClientError> {
         self.check_writer()?;
         let limits = self.node_limits();
-        for (key, value) in items {
-            limits.check_key(key).map_err(ClientError::Invalid)?;
-            limits.check_value(value).map_err(ClientError::Invalid)?;
+        for op in ops {
+            limits.check_key(op.key()).map_err(ClientError::Invalid)?;
+            if let BatchOp::Put { value, .. } = op {
+                limits.check_value(value).map_err(ClientError::Invalid)?;
+            }
         }
-        let keys = items.iter().map(|(k, _)| *k).collect();
-        let value_lens = items.iter().map(|(_, v)| v.len() as u32).collect();
-        let values: Vec<&[u8]> = items.iter().map(|(_, v)| *v).collect();
+        let keys = ops.iter().map(BatchOp::key).collect();
+        let value_lens = ops
+            .iter()
+            .map(|op| match op {
+                BatchOp::Put { value, .. } => Some(value.len() as u32),
+                BatchOp::Delete { .. } => None,
+            })
+            .collect();
+        let values: Vec<&[u8]> = ops
+            .iter()
+            .filter_map(|op| match op {
+                BatchOp::Put { value, .. } => Some(*value),
+                BatchOp::Delete { .. } => None,
+            })
+            .collect();
         self.call(
             partition,
-            RequestBody::PutMany { keys, value_lens },
+            RequestBody::WriteMany { keys, value_lens },
             &values,
             |reply| match reply.body {
                 ResponseBody::WrittenMany(acks) => Ok(acks),
                 other => Err(unexpected(&other)),
             },
         )
+    }
+
+    /// Deletes every key of the storage node, through the connection of
+    /// `partition` (see [`RequestBody::Clear`]). The acknowledgement's
+    /// sequence number is the clear's: every record below it is gone.
+    pub fn clear(&self, partition: usize) -> Result<Call<WriteAck>, ClientError> {
+        self.check_writer()?;
+        self.call(partition, RequestBody::Clear, &[], written)
     }
 
     /// Deletes `key` in `partition`, through its connection.

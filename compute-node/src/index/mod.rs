@@ -78,6 +78,11 @@ pub struct Index<S = DefaultHasher> {
     /// Entries that are live keys, kept as entries change (so counting
     /// them does not walk the index).
     live_keys: AtomicU64,
+    /// Sequence number below which every location is gone (the highest
+    /// clear applied, see [`Index::clear_below`]): such a location is never
+    /// applied. Read under the shard lock of the change, so a change is
+    /// either removed by a clear or refused after it.
+    floor_seq: AtomicU64,
 }
 
 impl Default for Index {
@@ -149,6 +154,7 @@ impl<S: BuildHasher> Index<S> {
                 .collect(),
             hasher,
             live_keys: AtomicU64::new(0),
+            floor_seq: AtomicU64::new(0),
         }
     }
 
@@ -260,6 +266,9 @@ impl<S: BuildHasher> Index<S> {
         key: &[u8],
         location: Location,
     ) -> Result<Change, IndexError> {
+        if location.seq < self.floor_seq.load(Ordering::Acquire) {
+            return Ok(Change::NONE);
+        }
         let was_live = match shard.find(hash, key) {
             Some(at) => {
                 let existing = shard.location(at);
@@ -329,6 +338,30 @@ impl<S: BuildHasher> Index<S> {
             .iter()
             .map(|shard| shard.write().drop_tombstones(&self.hasher) as u64)
             .sum()
+    }
+
+    /// Removes every entry, tombstones included, whose sequence number is
+    /// below `seq`, and from then on refuses every location below it: what
+    /// a clear entry (FLUSHALL) with sequence number `seq` says. Entries at
+    /// or above `seq` (writes that came after the clear) stay. Takes one
+    /// shard's lock at a time. Returns the live keys removed.
+    pub fn clear_below(&self, seq: u64) -> u64 {
+        self.floor_seq.fetch_max(seq, Ordering::AcqRel);
+        let mut removed_live = 0;
+        for shard in self.shards.iter() {
+            let removed = shard
+                .write()
+                .retain(&self.hasher, |location| location.seq >= seq);
+            removed_live += removed.live as u64;
+        }
+        self.live_keys.fetch_sub(removed_live, Ordering::Relaxed);
+        removed_live
+    }
+
+    /// The sequence number below which every location is gone (0 if no
+    /// clear was applied).
+    pub fn floor_seq(&self) -> u64 {
+        self.floor_seq.load(Ordering::Acquire)
     }
 
     /// Counts and memory use (each shard's counts as of its own moment).

@@ -323,6 +323,15 @@ impl Arena {
     }
 }
 
+/// What [`Shard::retain`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Removed {
+    /// Entries of live keys.
+    pub live: usize,
+    /// Tombstones.
+    pub tombstones: usize,
+}
+
 /// What [`Shard::scan`] reached.
 pub(super) struct ScanStep {
     /// Where to go on in this shard, if entries remain.
@@ -518,20 +527,53 @@ impl Shard {
     /// Removes every tombstone, compacting the arena, and shrinks a table
     /// sized well past its entries. Returns the tombstones removed.
     pub(super) fn drop_tombstones<S: BuildHasher>(&mut self, hasher: &S) -> usize {
-        let dropped = self.tombstones;
-        if dropped > 0 {
+        if self.tombstones == 0 {
+            self.shrink_to_fit(hasher, false);
+            return 0;
+        }
+        self.retain(hasher, |location| !location.is_tombstone())
+            .tombstones
+    }
+
+    /// Keeps only the entries whose location passes `keep`, compacting the
+    /// arena (when any is removed) and shrinking a table sized well past
+    /// its entries. Returns what was removed.
+    pub(super) fn retain<S: BuildHasher>(
+        &mut self,
+        hasher: &S,
+        keep: impl Fn(&Location) -> bool,
+    ) -> Removed {
+        let location_of = |arena: &Arena, wide: &[Location], at: usize| {
+            let entry = arena.entry(at);
+            let location = match entry.header.wide_index() {
+                Some(index) => wide[index as usize],
+                None => entry.header.unpack(),
+            };
+            (entry, location)
+        };
+        let mut removed = Removed::default();
+        let mut at = 0;
+        while at < self.arena.len {
+            let (entry, location) = location_of(&self.arena, &self.wide, at);
+            if !keep(&location) {
+                if location.is_tombstone() {
+                    removed.tombstones += 1;
+                } else {
+                    removed.live += 1;
+                }
+            }
+            at = entry.end();
+        }
+        let any = removed.live + removed.tombstones > 0;
+        if any {
             let old = std::mem::take(&mut self.arena);
             let old_wide = std::mem::take(&mut self.wide);
             self.wide_free = Vec::new();
             let mut scratch = Vec::new();
             let mut at = 0;
             while at < old.len {
-                let entry = old.entry(at);
-                let location = match entry.header.wide_index() {
-                    Some(index) => old_wide[index as usize],
-                    None => entry.header.unpack(),
-                };
-                if !location.is_tombstone() {
+                let (entry, location) = location_of(&old, &old_wide, at);
+                if keep(&location) {
                     let key = old.key(&entry, &mut scratch);
                     let header = self.header_for(entry.header.key_code(), &location);
                     // The compacted arena is no longer than the old one.
@@ -539,19 +581,26 @@ impl Shard {
                 }
                 at = entry.end();
             }
-            self.entries -= dropped;
-            self.tombstones = 0;
+            self.entries -= removed.live + removed.tombstones;
+            self.tombstones -= removed.tombstones;
             self.generation = self.generation.wrapping_add(1);
         }
+        self.shrink_to_fit(hasher, any);
+        removed
+    }
+
+    /// Rebuilds the table for the entries there are if `changed` (entries
+    /// were removed, so slots point at old arena offsets) or if it is sized
+    /// well past them.
+    fn shrink_to_fit<S: BuildHasher>(&mut self, hasher: &S, changed: bool) {
         let fitting = capacity_for(self.entries, TARGET_LOAD);
         if self.entries == 0 {
             self.ctrl = Box::default();
             self.slots = Box::default();
-        } else if dropped > 0 || self.capacity() > fitting * GROWTH.0 / GROWTH.1 {
+        } else if changed || self.capacity() > fitting * GROWTH.0 / GROWTH.1 {
             self.rebuild_table(hasher, fitting);
         }
         self.wide.shrink_to_fit();
-        dropped
     }
 
     /// Visits up to `budget` entries from the entry boundary at or after

@@ -571,3 +571,78 @@ proptest! {
         check_against_model(Index::with_hasher(Colliding), ops)?;
     }
 }
+
+#[test]
+fn a_clear_removes_what_is_below_it_and_refuses_it_afterwards() {
+    let index = Index::new();
+    for i in 0..1000u64 {
+        index.apply(format!("k{i}").as_bytes(), put(i + 1, i));
+    }
+    index.apply(b"k3", Location::tombstone(1001, 0));
+    // The clear at 900: keys 0..899 (seq 1..900) and their tombstones go.
+    assert_eq!(index.clear_below(900), 898, "live keys removed");
+    assert_eq!(index.floor_seq(), 900);
+    assert_eq!(index.live_keys(), 101);
+    let stats = index.stats();
+    assert_eq!((stats.live_keys, stats.tombstones), (101, 1));
+    assert_eq!(index.get(b"k0"), None, "removed, not a tombstone");
+    assert!(
+        index
+            .get(b"k3")
+            .expect("a newer delete stays")
+            .is_tombstone()
+    );
+    assert_eq!(
+        index.get(b"k899"),
+        Some(put(900, 899)),
+        "at the clear's seq: stays"
+    );
+    // Late arrivals below the clear are refused, new keys included.
+    assert!(!index.apply(b"k5", put(500, 1)));
+    assert!(!index.apply(b"fresh", put(899, 1)));
+    assert!(index.apply(b"fresh", put(1002, 1)));
+    assert_eq!(index.live_keys(), 102);
+    // An older clear changes nothing.
+    assert_eq!(index.clear_below(10), 0);
+    assert_eq!(index.live_keys(), 102);
+    let scanned: HashSet<Vec<u8>> = scan_all(&index, 7).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(scanned.len(), 102);
+    assert!(scanned.contains(&b"fresh"[..]) && !scanned.contains(&b"k0"[..]));
+}
+
+#[test]
+fn a_clear_racing_with_inserts_keeps_exactly_those_at_or_above_it() {
+    const CLEAR_SEQ: u64 = 20_000;
+    let index = Index::new();
+    let start = Barrier::new(3);
+    std::thread::scope(|scope| {
+        for writer in 0..2u64 {
+            let (index, start) = (&index, &start);
+            scope.spawn(move || {
+                start.wait();
+                // Interleaved seqs on both sides of the clear.
+                for i in 0..20_000u64 {
+                    let seq = i * 2 + writer;
+                    index.apply(format!("w{writer}-{i}").as_bytes(), put(seq, 0));
+                }
+            });
+        }
+        start.wait();
+        index.clear_below(CLEAR_SEQ);
+    });
+    let mut expected = 0;
+    for writer in 0..2u64 {
+        for i in 0..20_000u64 {
+            let seq = i * 2 + writer;
+            let found = index.get(format!("w{writer}-{i}").as_bytes());
+            if seq >= CLEAR_SEQ {
+                assert_eq!(found, Some(put(seq, 0)), "seq {seq} stays");
+                expected += 1;
+            } else {
+                assert_eq!(found, None, "seq {seq} is below the clear");
+            }
+        }
+    }
+    assert_eq!(index.live_keys(), expected);
+    assert_eq!(index.stats().live_keys, expected);
+}

@@ -6,10 +6,12 @@
 //!
 //! Parts: `parser` (bytes in, whole commands out, lengths checked before
 //! anything is reserved), `table` (the command table `COMMAND` answers
-//! from and dispatch reads), `commands` (what each command does and
-//! answers, transactions), `reply` (the encoder), `clients` (the connected
-//! clients, for CLIENT LIST and KILL), `info` (INFO's text), `glob`
-//! (Redis's patterns, for CONFIG GET).
+//! from and dispatch reads), `command_docs` (what COMMAND DOCS adds to the
+//! table: histories and argument lists), `commands` (the batch loop, and
+//! what each command does and answers, transactions), `reply` (the
+//! encoder), `clients` (the connected clients, for CLIENT LIST and KILL),
+//! `info` (INFO's text), `glob` (Redis's patterns, for CONFIG GET, KEYS
+//! and SCAN).
 //!
 //! Each client connection reads what has arrived, parses every complete
 //! command, carries the batch out in order, and writes all the
@@ -26,6 +28,7 @@
 //! goes on.
 
 mod clients;
+mod command_docs;
 mod commands;
 mod glob;
 mod info;

@@ -55,6 +55,11 @@ pub enum Kind {
     Rename,
     Renamenx,
     Copy,
+    Flushall,
+    Flushdb,
+    Keys,
+    Randomkey,
+    Scan,
 }
 
 /// One key specification, as `COMMAND INFO` reports it: the keys start at
@@ -652,6 +657,40 @@ pub static COMMANDS: &[CommandInfo] = &[
         },
     },
     CommandInfo {
+        kind: Kind::Flushall,
+        name: "flushall",
+        arity: -1,
+        flags: &["write"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@write", "@slow", "@dangerous"],
+        tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Remove all keys from all databases",
+            since: "1.0.0",
+            group: "server",
+            complexity: Some("O(N) where N is the total number of keys in all databases"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Flushdb,
+        name: "flushdb",
+        arity: -1,
+        flags: &["write"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@write", "@slow", "@dangerous"],
+        tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Remove all keys from the current database",
+            since: "1.0.0",
+            group: "server",
+            complexity: Some("O(N) where N is the number of keys in the selected database"),
+        },
+    },
+    CommandInfo {
         kind: Kind::Info,
         name: "info",
         arity: -1,
@@ -1123,6 +1162,61 @@ pub static COMMANDS: &[CommandInfo] = &[
             ),
         },
     },
+    CommandInfo {
+        kind: Kind::Keys,
+        name: "keys",
+        arity: 2,
+        flags: &["readonly"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@read", "@slow", "@dangerous"],
+        tips: &["request_policy:all_shards", "nondeterministic_output_order"],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Find all keys matching the given pattern",
+            since: "1.0.0",
+            group: "generic",
+            complexity: Some(
+                "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Randomkey,
+        name: "randomkey",
+        arity: 1,
+        flags: &["readonly"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@read", "@slow"],
+        tips: &["request_policy:all_shards", "nondeterministic_output"],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Return a random key from the keyspace",
+            since: "1.0.0",
+            group: "generic",
+            complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Scan,
+        name: "scan",
+        arity: -2,
+        flags: &["readonly"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@read", "@slow"],
+        tips: &["nondeterministic_output", "request_policy:special"],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Incrementally iterate the keys space",
+            since: "2.8.0",
+            group: "generic",
+            complexity: Some(
+                "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.",
+            ),
+        },
+    },
 ];
 
 /// The README's list of commands: a Markdown table of every command and
@@ -1178,7 +1272,7 @@ mod tests {
                 ));
             }
         }
-        assert!(lookup(b"flushdb").is_none());
+        assert!(lookup(b"hset").is_none());
         assert!(lookup_full(b"client|pause").is_none());
     }
 }

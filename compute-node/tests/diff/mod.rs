@@ -310,6 +310,8 @@ impl Connection {
                     String::from_utf8_lossy(&self.input)
                 ),
                 Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                // A signal (a child process's end) interrupted the read.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => panic!(
                     "no reply within {REPLY_TIMEOUT:?}: {e} (have {:?})",
                     String::from_utf8_lossy(&self.input)

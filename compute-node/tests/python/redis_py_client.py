@@ -1,5 +1,6 @@
-"""redis-py against a server: set, get, delete, a pipeline and a
-transaction, with the client's default settings and with protocol=2.
+"""redis-py against a server: set, get, delete, a pipeline, a
+transaction, and walking the keys (SCAN, KEYS, RANDOMKEY), with the
+client's default settings and with protocol=2.
 
 Usage: redis_py_client.py PORT. Exits non-zero with the failure printed.
 """
@@ -46,5 +47,13 @@ for protocol in (None, 2):
     config = r.config_get("databases")
     assert config in ({"databases": "1"}, {b"databases": b"1"}), config
     assert r.dbsize() >= 102
+    numbered = {f"py:{i}".encode() for i in range(100)}
+    assert set(r.scan_iter(match="py:[0-9]*", count=7)) == numbered
+    assert set(r.scan_iter(match="py:[0-9]*", _type="string")) == numbered
+    assert list(r.scan_iter(match="py:[0-9]*", _type="list")) == []
+    assert set(r.keys("py:[0-9]*")) == numbered
+    assert r.keys("py:nope*") == []
+    key = r.randomkey()
+    assert key is not None and r.exists(key) == 1, key
     r.close()
 print("redis-py: ok")

@@ -132,6 +132,7 @@ impl PartitionState {
 struct PartitionCounters {
     puts: AtomicU64,
     deletes: AtomicU64,
+    clears: AtomicU64,
     value_bytes: AtomicU64,
     flushes: AtomicU64,
     flushed_bytes: AtomicU64,
@@ -254,6 +255,7 @@ impl Partition {
         PartitionReport {
             puts: c.puts.load(Ordering::Relaxed),
             deletes: c.deletes.load(Ordering::Relaxed),
+            clears: c.clears.load(Ordering::Relaxed),
             value_bytes: c.value_bytes.load(Ordering::Relaxed),
             flushes: c.flushes.load(Ordering::Relaxed),
             flushed_bytes: c.flushed_bytes.load(Ordering::Relaxed),

@@ -40,6 +40,7 @@ pub struct OwnedWrite {
 enum OwnedOp {
     Put { key: Bytes, value: Bytes },
     Delete { key: Bytes },
+    Clear,
 }
 
 impl OwnedWrite {
@@ -57,13 +58,25 @@ impl OwnedWrite {
         }
     }
 
-    /// Puts applied as one unit (all or none after a crash), in order.
-    pub fn put_many(puts: impl IntoIterator<Item = (Bytes, Bytes)>) -> Self {
+    /// Puts (a key with `Some(value)`) and deletes (`None`) applied as one
+    /// unit (all or none after a crash), in order.
+    pub fn many(ops: impl IntoIterator<Item = (Bytes, Option<Bytes>)>) -> Self {
         Self {
-            ops: puts
+            ops: ops
                 .into_iter()
-                .map(|(key, value)| OwnedOp::Put { key, value })
+                .map(|(key, value)| match value {
+                    Some(value) => OwnedOp::Put { key, value },
+                    None => OwnedOp::Delete { key },
+                })
                 .collect(),
+        }
+    }
+
+    /// One clear entry: every record with a lower sequence number, in any
+    /// partition, is gone.
+    pub fn clear() -> Self {
+        Self {
+            ops: vec![OwnedOp::Clear],
         }
     }
 
@@ -83,6 +96,7 @@ impl OwnedWrite {
             match op {
                 OwnedOp::Put { key, value } => WriteOp::Put { key, value },
                 OwnedOp::Delete { key } => WriteOp::Delete { key },
+                OwnedOp::Clear => WriteOp::Clear,
             }
         }
         if let [one] = self.ops.as_slice() {
@@ -331,10 +345,12 @@ mod tests {
                 }]
             )
         });
-        let many = OwnedWrite::put_many([
-            (Bytes::from_static(b"a"), Bytes::from_static(b"1")),
-            (Bytes::from_static(b"b"), Bytes::new()),
+        let many = OwnedWrite::many([
+            (Bytes::from_static(b"a"), Some(Bytes::from_static(b"1"))),
+            (Bytes::from_static(b"gone"), None),
+            (Bytes::from_static(b"b"), Some(Bytes::new())),
         ]);
+        assert_eq!(many.len(), 3);
         many.with_ops(|ops| {
             assert_eq!(
                 ops,
@@ -343,6 +359,7 @@ mod tests {
                         key: b"a",
                         value: b"1"
                     },
+                    WriteOp::Delete { key: b"gone" },
                     WriteOp::Put {
                         key: b"b",
                         value: b""
@@ -352,5 +369,6 @@ mod tests {
         });
         OwnedWrite::delete(Bytes::from_static(b"d"))
             .with_ops(|ops| assert_eq!(ops, &[WriteOp::Delete { key: b"d" }]));
+        OwnedWrite::clear().with_ops(|ops| assert_eq!(ops, &[WriteOp::Clear]));
     }
 }

@@ -31,12 +31,17 @@ pub enum WriteOp<'a> {
         /// The key.
         key: &'a [u8],
     },
+    /// Delete every key: a clear entry in the key log, which says that
+    /// every record with a lower sequence number, in any partition, is gone.
+    Clear,
 }
 
 impl WriteOp<'_> {
+    /// The key (empty for a clear).
     fn key(&self) -> &[u8] {
         match self {
             WriteOp::Put { key, .. } | WriteOp::Delete { key } => key,
+            WriteOp::Clear => &[],
         }
     }
 }
@@ -138,7 +143,9 @@ impl Partition {
         let mut frame_bytes = record::FRAME_HEADER_BYTES;
         for op in ops {
             let key = op.key();
-            limits.check_key(key)?;
+            if !matches!(op, WriteOp::Clear) {
+                limits.check_key(key)?;
+            }
             if let WriteOp::Put { value, .. } = op {
                 limits.check_value(value)?;
             }
@@ -160,7 +167,7 @@ impl Partition {
             WriteOp::Put { key, value } => {
                 record::value_record_len(key.len(), value.len()) > self.capacity()
             }
-            WriteOp::Delete { .. } => false,
+            WriteOp::Delete { .. } | WriteOp::Clear => false,
         }
     }
 
@@ -217,6 +224,9 @@ impl Partition {
                 WriteOp::Delete { .. } => {
                     self.counters.deletes.fetch_add(1, Ordering::Relaxed);
                 }
+                WriteOp::Clear => {
+                    self.counters.clears.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         Ok(end)
@@ -257,6 +267,13 @@ impl Partition {
                         offset: 0,
                     };
                     (EntryKind::Delete, 0, 0)
+                }
+                WriteOp::Clear => {
+                    acks[i] = WriteAck {
+                        seq: self.node.next_seq(),
+                        offset: 0,
+                    };
+                    (EntryKind::Clear, 0, 0)
                 }
             };
             max_seq = max_seq.max(acks[i].seq);

@@ -298,7 +298,7 @@ async fn handle(
     let request = message::decode_request(&frame).map_err(|e| e.to_string())?;
     let id = request.id;
     match request.body {
-        RequestBody::Put { .. } | RequestBody::PutMany { .. } | RequestBody::Delete { .. } => {
+        RequestBody::Put { .. } | RequestBody::WriteMany { .. } | RequestBody::Delete { .. } => {
             let Some(writer) = grant.writer else {
                 out.push(encode_response(scratch, id, Err(WireError::NotAWriter)));
                 return Ok(Answered::Now);
@@ -347,6 +347,22 @@ async fn handle(
                     });
                 }
             }
+            Ok(Answered::Later)
+        }
+        RequestBody::Clear => {
+            let Some((_, epoch)) = grant.writer else {
+                out.push(encode_response(scratch, id, Err(WireError::NotAWriter)));
+                return Ok(Answered::Now);
+            };
+            let engine = Arc::clone(&context.engine);
+            let done = done.clone();
+            tokio::task::spawn_blocking(move || {
+                let body = engine
+                    .clear_all(Some(epoch))
+                    .map(ResponseBody::Written)
+                    .map_err(StorageError::into_wire);
+                let _ = done.try_send(Answer::plain(id, body));
+            });
             Ok(Answered::Later)
         }
         RequestBody::Sync => {
@@ -452,10 +468,10 @@ fn owned_write(
             WriteKind::Single,
             OwnedWrite::delete(frame.meta.slice_ref(key)),
         )),
-        RequestBody::PutMany { keys, value_lens } => {
+        RequestBody::WriteMany { keys, value_lens } => {
             if keys.len() != value_lens.len() {
                 return Err(WireError::BadRequest {
-                    reason: "a batch needs one value length per key".into(),
+                    reason: "a batch needs one value length (or none, for a delete) per key".into(),
                 });
             }
             let values = message::split_values(&frame.blob, value_lens).map_err(|e| {
@@ -463,11 +479,13 @@ fn owned_write(
                     reason: e.to_string(),
                 }
             })?;
-            let puts = keys
-                .iter()
-                .zip(values)
-                .map(|(key, value)| (frame.meta.slice_ref(key), frame.blob.slice_ref(value)));
-            Ok((WriteKind::Batch, OwnedWrite::put_many(puts)))
+            let ops = keys.iter().zip(values).map(|(key, value)| {
+                (
+                    frame.meta.slice_ref(key),
+                    value.map(|value| frame.blob.slice_ref(value)),
+                )
+            });
+            Ok((WriteKind::Batch, OwnedWrite::many(ops)))
         }
         _ => Err(WireError::BadRequest {
             reason: "not a write".into(),

@@ -1,0 +1,921 @@
+//! What `COMMAND DOCS` says of each command beyond its summary, version,
+//! group and complexity (those are in the command table): its history and
+//! its argument list, nested as Redis nests them. Made by
+//! `scripts/command-docs.py` from Redis 7.0.15's own `COMMAND DOCS` (CLIENT
+//! SETINFO and NO-TOUCH, newer, from Redis 7.2's command files); a test
+//! checks that every command of the table is here.
+
+/// One argument of a command, as `COMMAND DOCS` describes it.
+#[derive(Debug)]
+pub struct Arg {
+    /// Its name.
+    pub name: &'static str,
+    /// Its type (`key`, `string`, `integer`, `pattern`, `pure-token`,
+    /// `oneof`, `block`, …), Redis's `type` field.
+    pub kind: &'static str,
+    /// The key specification it is the key of, for keys.
+    pub key_spec_index: Option<i64>,
+    /// The word that comes before it, if any.
+    pub token: Option<&'static str>,
+    /// What it is for, if Redis says.
+    pub summary: Option<&'static str>,
+    /// The Redis version that added it, if later than the command.
+    pub since: Option<&'static str>,
+    /// The Redis version that deprecated it, if any.
+    pub deprecated_since: Option<&'static str>,
+    /// `optional`, `multiple`, `multiple_token`.
+    pub flags: &'static [&'static str],
+    /// Its own arguments (for `oneof` and `block`).
+    pub arguments: &'static [Arg],
+}
+
+/// A command's history and arguments.
+#[derive(Debug)]
+pub struct MoreDocs {
+    /// (Redis version, what changed), oldest first.
+    pub history: &'static [(&'static str, &'static str)],
+    /// Its arguments, in order.
+    pub arguments: &'static [Arg],
+}
+
+/// The history and arguments of the command named `name` (`parent|sub`
+/// for a subcommand).
+pub fn more_docs(name: &str) -> Option<&'static MoreDocs> {
+    MORE_DOCS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, docs)| docs)
+}
+
+/// An argument named `name` of type `kind`, with nothing more said of it.
+const fn arg(name: &'static str, kind: &'static str) -> Arg {
+    Arg {
+        name,
+        kind,
+        key_spec_index: None,
+        token: None,
+        summary: None,
+        since: None,
+        deprecated_since: None,
+        flags: &[],
+        arguments: &[],
+    }
+}
+
+/// Every command's history and arguments, by name.
+static MORE_DOCS: &[(&str, MoreDocs)] = &[
+    (
+        "command|list",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                token: Some("FILTERBY"),
+                flags: &["optional"],
+                arguments: &[
+                    Arg {
+                        token: Some("MODULE"),
+                        ..arg("module-name", "string")
+                    },
+                    Arg {
+                        token: Some("ACLCAT"),
+                        ..arg("category", "string")
+                    },
+                    Arg {
+                        token: Some("PATTERN"),
+                        ..arg("pattern", "pattern")
+                    },
+                ],
+                ..arg("filterby", "oneof")
+            }],
+        },
+    ),
+    (
+        "command|docs",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                flags: &["optional", "multiple"],
+                ..arg("command-name", "string")
+            }],
+        },
+    ),
+    (
+        "command|count",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "command|info",
+        MoreDocs {
+            history: &[(
+                "7.0.0",
+                "Allowed to be called with no argument to get info on all commands.",
+            )],
+            arguments: &[Arg {
+                flags: &["optional", "multiple"],
+                ..arg("command-name", "string")
+            }],
+        },
+    ),
+    (
+        "config|get",
+        MoreDocs {
+            history: &[(
+                "7.0.0",
+                "Added the ability to pass multiple pattern parameters in one call",
+            )],
+            arguments: &[Arg {
+                flags: &["multiple"],
+                arguments: &[arg("parameter", "string")],
+                ..arg("parameter", "block")
+            }],
+        },
+    ),
+    (
+        "config|resetstat",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "config|set",
+        MoreDocs {
+            history: &[(
+                "7.0.0",
+                "Added the ability to set multiple parameters in one call.",
+            )],
+            arguments: &[Arg {
+                flags: &["multiple"],
+                arguments: &[arg("parameter", "string"), arg("value", "string")],
+                ..arg("parameter_value", "block")
+            }],
+        },
+    ),
+    (
+        "client|list",
+        MoreDocs {
+            history: &[
+                ("2.8.12", "Added unique client `id` field."),
+                ("5.0.0", "Added optional `TYPE` filter."),
+                ("6.0.0", "Added `user` field."),
+                (
+                    "6.2.0",
+                    "Added `argv-mem`, `tot-mem`, `laddr` and `redir` fields and the optional `ID` filter.",
+                ),
+                (
+                    "7.0.0",
+                    "Added `resp`, `multi-mem`, `rbs` and `rbp` fields.",
+                ),
+                ("7.0.3", "Added `ssub` field."),
+            ],
+            arguments: &[
+                Arg {
+                    token: Some("TYPE"),
+                    since: Some("5.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NORMAL"),
+                            ..arg("normal", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MASTER"),
+                            ..arg("master", "pure-token")
+                        },
+                        Arg {
+                            token: Some("REPLICA"),
+                            ..arg("replica", "pure-token")
+                        },
+                        Arg {
+                            token: Some("PUBSUB"),
+                            ..arg("pubsub", "pure-token")
+                        },
+                    ],
+                    ..arg("normal_master_replica_pubsub", "oneof")
+                },
+                Arg {
+                    token: Some("ID"),
+                    since: Some("6.2.0"),
+                    flags: &["optional"],
+                    arguments: &[Arg {
+                        flags: &["multiple"],
+                        ..arg("client-id", "integer")
+                    }],
+                    ..arg("id", "block")
+                },
+            ],
+        },
+    ),
+    (
+        "client|kill",
+        MoreDocs {
+            history: &[
+                ("2.8.12", "Added new filter format."),
+                ("2.8.12", "`ID` option."),
+                ("3.2.0", "Added `master` type in for `TYPE` option."),
+                (
+                    "5.0.0",
+                    "Replaced `slave` `TYPE` with `replica`. `slave` still supported for backward compatibility.",
+                ),
+                ("6.2.0", "`LADDR` option."),
+            ],
+            arguments: &[Arg {
+                arguments: &[
+                    Arg {
+                        deprecated_since: Some("2.8.12"),
+                        ..arg("ip:port", "string")
+                    },
+                    Arg {
+                        flags: &["multiple"],
+                        arguments: &[
+                            Arg {
+                                token: Some("ID"),
+                                since: Some("2.8.12"),
+                                flags: &["optional"],
+                                ..arg("client-id", "integer")
+                            },
+                            Arg {
+                                token: Some("TYPE"),
+                                since: Some("2.8.12"),
+                                flags: &["optional"],
+                                arguments: &[
+                                    Arg {
+                                        token: Some("NORMAL"),
+                                        ..arg("normal", "pure-token")
+                                    },
+                                    Arg {
+                                        token: Some("MASTER"),
+                                        since: Some("3.2.0"),
+                                        ..arg("master", "pure-token")
+                                    },
+                                    Arg {
+                                        token: Some("SLAVE"),
+                                        ..arg("slave", "pure-token")
+                                    },
+                                    Arg {
+                                        token: Some("REPLICA"),
+                                        since: Some("5.0.0"),
+                                        ..arg("replica", "pure-token")
+                                    },
+                                    Arg {
+                                        token: Some("PUBSUB"),
+                                        ..arg("pubsub", "pure-token")
+                                    },
+                                ],
+                                ..arg("normal_master_slave_pubsub", "oneof")
+                            },
+                            Arg {
+                                token: Some("USER"),
+                                flags: &["optional"],
+                                ..arg("username", "string")
+                            },
+                            Arg {
+                                token: Some("ADDR"),
+                                flags: &["optional"],
+                                ..arg("ip:port", "string")
+                            },
+                            Arg {
+                                token: Some("LADDR"),
+                                since: Some("6.2.0"),
+                                flags: &["optional"],
+                                ..arg("ip:port", "string")
+                            },
+                            Arg {
+                                token: Some("SKIPME"),
+                                flags: &["optional"],
+                                ..arg("yes/no", "string")
+                            },
+                        ],
+                        ..arg("new-format", "oneof")
+                    },
+                ],
+                ..arg("filter", "oneof")
+            }],
+        },
+    ),
+    (
+        "client|info",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "client|id",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "client|getname",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "client|setname",
+        MoreDocs {
+            history: &[],
+            arguments: &[arg("connection-name", "string")],
+        },
+    ),
+    (
+        "client|reply",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                arguments: &[
+                    Arg {
+                        token: Some("ON"),
+                        ..arg("on", "pure-token")
+                    },
+                    Arg {
+                        token: Some("OFF"),
+                        ..arg("off", "pure-token")
+                    },
+                    Arg {
+                        token: Some("SKIP"),
+                        ..arg("skip", "pure-token")
+                    },
+                ],
+                ..arg("on_off_skip", "oneof")
+            }],
+        },
+    ),
+    (
+        "client|no-evict",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                arguments: &[
+                    Arg {
+                        token: Some("ON"),
+                        ..arg("on", "pure-token")
+                    },
+                    Arg {
+                        token: Some("OFF"),
+                        ..arg("off", "pure-token")
+                    },
+                ],
+                ..arg("enabled", "oneof")
+            }],
+        },
+    ),
+    (
+        "client|setinfo",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                arguments: &[
+                    Arg {
+                        token: Some("LIB-NAME"),
+                        ..arg("libname", "string")
+                    },
+                    Arg {
+                        token: Some("LIB-VER"),
+                        ..arg("libver", "string")
+                    },
+                ],
+                ..arg("attr", "oneof")
+            }],
+        },
+    ),
+    (
+        "client|no-touch",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                arguments: &[
+                    Arg {
+                        token: Some("ON"),
+                        ..arg("on", "pure-token")
+                    },
+                    Arg {
+                        token: Some("OFF"),
+                        ..arg("off", "pure-token")
+                    },
+                ],
+                ..arg("enabled", "oneof")
+            }],
+        },
+    ),
+    (
+        "get",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "set",
+        MoreDocs {
+            history: &[
+                ("2.6.12", "Added the `EX`, `PX`, `NX` and `XX` options."),
+                ("6.0.0", "Added the `KEEPTTL` option."),
+                ("6.2.0", "Added the `GET`, `EXAT` and `PXAT` option."),
+                (
+                    "7.0.0",
+                    "Allowed the `NX` and `GET` options to be used together.",
+                ),
+            ],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("value", "string"),
+                Arg {
+                    since: Some("2.6.12"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+                Arg {
+                    token: Some("GET"),
+                    since: Some("6.2.0"),
+                    flags: &["optional"],
+                    ..arg("get", "pure-token")
+                },
+                Arg {
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("EX"),
+                            since: Some("2.6.12"),
+                            ..arg("seconds", "integer")
+                        },
+                        Arg {
+                            token: Some("PX"),
+                            since: Some("2.6.12"),
+                            ..arg("milliseconds", "integer")
+                        },
+                        Arg {
+                            token: Some("EXAT"),
+                            since: Some("6.2.0"),
+                            ..arg("unix-time-seconds", "unix-time")
+                        },
+                        Arg {
+                            token: Some("PXAT"),
+                            since: Some("6.2.0"),
+                            ..arg("unix-time-milliseconds", "unix-time")
+                        },
+                        Arg {
+                            token: Some("KEEPTTL"),
+                            since: Some("6.0.0"),
+                            ..arg("keepttl", "pure-token")
+                        },
+                    ],
+                    ..arg("expiration", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "del",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "exists",
+        MoreDocs {
+            history: &[("3.0.3", "Accepts multiple `key` arguments.")],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "mget",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "mset",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                flags: &["multiple"],
+                arguments: &[
+                    Arg {
+                        key_spec_index: Some(0),
+                        ..arg("key", "key")
+                    },
+                    arg("value", "string"),
+                ],
+                ..arg("key_value", "block")
+            }],
+        },
+    ),
+    (
+        "ping",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                flags: &["optional"],
+                ..arg("message", "string")
+            }],
+        },
+    ),
+    (
+        "echo",
+        MoreDocs {
+            history: &[],
+            arguments: &[arg("message", "string")],
+        },
+    ),
+    (
+        "dbsize",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "info",
+        MoreDocs {
+            history: &[(
+                "7.0.0",
+                "Added support for taking multiple section arguments.",
+            )],
+            arguments: &[Arg {
+                flags: &["optional", "multiple"],
+                ..arg("section", "string")
+            }],
+        },
+    ),
+    (
+        "command",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "auth",
+        MoreDocs {
+            history: &[("6.0.0", "Added ACL style (username and password).")],
+            arguments: &[
+                Arg {
+                    since: Some("6.0.0"),
+                    flags: &["optional"],
+                    ..arg("username", "string")
+                },
+                arg("password", "string"),
+            ],
+        },
+    ),
+    (
+        "quit",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "select",
+        MoreDocs {
+            history: &[],
+            arguments: &[arg("index", "integer")],
+        },
+    ),
+    (
+        "config",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "client",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "hello",
+        MoreDocs {
+            history: &[(
+                "6.2.0",
+                "`protover` made optional; when called without arguments the command reports the current connection's context.",
+            )],
+            arguments: &[Arg {
+                flags: &["optional"],
+                arguments: &[
+                    arg("protover", "integer"),
+                    Arg {
+                        token: Some("AUTH"),
+                        flags: &["optional"],
+                        arguments: &[arg("username", "string"), arg("password", "string")],
+                        ..arg("username_password", "block")
+                    },
+                    Arg {
+                        token: Some("SETNAME"),
+                        flags: &["optional"],
+                        ..arg("clientname", "string")
+                    },
+                ],
+                ..arg("arguments", "block")
+            }],
+        },
+    ),
+    (
+        "reset",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "time",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "multi",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "exec",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "discard",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "watch",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "unwatch",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "unlink",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "type",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "touch",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "rename",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("newkey", "key")
+                },
+            ],
+        },
+    ),
+    (
+        "renamenx",
+        MoreDocs {
+            history: &[(
+                "3.2.0",
+                "The command no longer returns an error when source and destination names are the same.",
+            )],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("newkey", "key")
+                },
+            ],
+        },
+    ),
+    (
+        "copy",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("source", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("destination", "key")
+                },
+                Arg {
+                    token: Some("DB"),
+                    flags: &["optional"],
+                    ..arg("destination-db", "integer")
+                },
+                Arg {
+                    token: Some("REPLACE"),
+                    flags: &["optional"],
+                    ..arg("replace", "pure-token")
+                },
+            ],
+        },
+    ),
+    (
+        "keys",
+        MoreDocs {
+            history: &[],
+            arguments: &[arg("pattern", "pattern")],
+        },
+    ),
+    (
+        "randomkey",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "scan",
+        MoreDocs {
+            history: &[("6.0.0", "Added the `TYPE` subcommand.")],
+            arguments: &[
+                arg("cursor", "integer"),
+                Arg {
+                    token: Some("MATCH"),
+                    flags: &["optional"],
+                    ..arg("pattern", "pattern")
+                },
+                Arg {
+                    token: Some("COUNT"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+                Arg {
+                    token: Some("TYPE"),
+                    since: Some("6.0.0"),
+                    flags: &["optional"],
+                    ..arg("type", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "flushall",
+        MoreDocs {
+            history: &[
+                ("4.0.0", "Added the `ASYNC` flushing mode modifier."),
+                ("6.2.0", "Added the `SYNC` flushing mode modifier."),
+            ],
+            arguments: &[Arg {
+                flags: &["optional"],
+                arguments: &[
+                    Arg {
+                        token: Some("ASYNC"),
+                        since: Some("4.0.0"),
+                        ..arg("async", "pure-token")
+                    },
+                    Arg {
+                        token: Some("SYNC"),
+                        since: Some("6.2.0"),
+                        ..arg("sync", "pure-token")
+                    },
+                ],
+                ..arg("async", "oneof")
+            }],
+        },
+    ),
+    (
+        "flushdb",
+        MoreDocs {
+            history: &[
+                ("4.0.0", "Added the `ASYNC` flushing mode modifier."),
+                ("6.2.0", "Added the `SYNC` flushing mode modifier."),
+            ],
+            arguments: &[Arg {
+                flags: &["optional"],
+                arguments: &[
+                    Arg {
+                        token: Some("ASYNC"),
+                        since: Some("4.0.0"),
+                        ..arg("async", "pure-token")
+                    },
+                    Arg {
+                        token: Some("SYNC"),
+                        since: Some("6.2.0"),
+                        ..arg("sync", "pure-token")
+                    },
+                ],
+                ..arg("async", "oneof")
+            }],
+        },
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::more_docs;
+    use crate::resp::table::COMMANDS;
+
+    #[test]
+    fn every_command_of_the_table_has_its_docs() {
+        for command in COMMANDS {
+            for entry in std::iter::once(command).chain(command.subcommands) {
+                assert!(
+                    more_docs(entry.name).is_some(),
+                    "{} has no entry: run scripts/command-docs.py",
+                    entry.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_oneof_and_block_arguments_have_arguments_of_their_own() {
+        fn check(args: &[super::Arg]) {
+            for arg in args {
+                let nested = matches!(arg.kind, "oneof" | "block");
+                assert_eq!(nested, !arg.arguments.is_empty(), "{}", arg.name);
+                check(arg.arguments);
+            }
+        }
+        for (_, docs) in super::MORE_DOCS {
+            check(docs.arguments);
+        }
+    }
+}

@@ -1,0 +1,594 @@
+//! How a pipelined batch of commands is carried out, and what each command
+//! answers: reply for reply what Redis 7 answers, in the connection's
+//! protocol version.
+//!
+//! A batch runs in the order the client sent it. Runs of consecutive SETs
+//! are sent to the storage node together (on the client's own connection,
+//! so they take effect in order) and answered when all are acknowledged;
+//! runs of consecutive GETs are resolved together (one round trip for what
+//! the windows do not hold). A command that follows a run starts only when
+//! the run has finished, so a GET sees every SET sent before it.
+//!
+//! Every command is checked as Redis checks it, in Redis's order: an
+//! unknown command or subcommand, then the arity, then authentication;
+//! inside MULTI a command that fails these checks marks the transaction so
+//! that EXEC aborts, and any other is queued.
+//!
+//! This module holds the batch loop, the checks and the dispatch; the
+//! commands themselves are grouped as Redis's documentation groups them:
+//! `connection` (AUTH, HELLO, CLIENT, RESET, SELECT), `server` (CONFIG,
+//! COMMAND, INFO, TIME), `keyspace` (DEL, EXISTS, TYPE, RENAME, COPY,
+//! DBSIZE, SCAN, KEYS, RANDOMKEY), `strings` (GET, SET, MGET, MSET) and
+//! `transaction` (MULTI, EXEC, DISCARD, WATCH).
+
+mod connection;
+mod keyspace;
+mod overlay;
+mod server;
+mod strings;
+mod transaction;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use splitkv_common::message::WireError;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::clients::{ClientEntry, ClientRegistry};
+use super::reply::Replies;
+use super::table::{CommandInfo, Kind, lookup};
+use crate::{BatchOp, Engine, EngineError};
+use overlay::{Known, Overlay};
+
+/// Replies are written out once this many bytes are waiting (also inside a
+/// batch, between runs).
+pub const FLUSH_BYTES: usize = 1 << 20;
+
+/// GETs (or MGET keys) resolved together at most: what a run holds in
+/// memory before its replies can be written is at most this many values.
+const GET_RUN_KEYS: usize = 64;
+
+/// Commands one MULTI may queue before EXEC; one more aborts it.
+const MAX_QUEUED_COMMANDS: usize = 1 << 16;
+
+/// Keys one client may WATCH at once.
+const MAX_WATCHED_KEYS: usize = 1 << 16;
+
+/// The Redis version reported by HELLO and INFO (the version whose replies
+/// SplitKV's follow).
+pub const REDIS_VERSION: &str = "7.2.0";
+
+/// What the connection should do after a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep serving.
+    Continue,
+    /// Close after sending what was answered (QUIT, or killed).
+    Close,
+}
+
+/// CLIENT REPLY's modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReplyMode {
+    On,
+    Off,
+    /// The next command's reply is dropped, then On.
+    SkipNext,
+}
+
+/// A MULTI in progress.
+#[derive(Debug, Default)]
+struct Transaction {
+    queued: Vec<Vec<Bytes>>,
+    /// A command failed its checks while queuing: EXEC aborts.
+    aborted: bool,
+}
+
+/// Settings of the server every connection shares.
+#[derive(Debug)]
+pub struct Shared {
+    /// The password AUTH must give, if any.
+    pub requirepass: Option<String>,
+    /// A line for INFO naming the storage node.
+    pub storage: String,
+    /// The connected clients.
+    pub clients: Arc<ClientRegistry>,
+    /// When the server started.
+    pub started: std::time::Instant,
+    /// Commands carried out since start or CONFIG RESETSTAT.
+    pub commands_processed: AtomicU64,
+    /// Held shared by every command while it reads or writes, and
+    /// exclusively by EXEC while it checks the watched keys and carries out
+    /// its commands, so that no other client's command interleaves with a
+    /// transaction. Never held while replies are written to a socket.
+    pub exec_gate: tokio::sync::RwLock<()>,
+}
+
+/// One RESP client's state.
+pub struct RespClient<'a> {
+    /// The engine.
+    pub engine: &'a Engine,
+    /// The partition this client's writes go to (so they stay in order).
+    pub partition: usize,
+    /// The server's settings.
+    pub shared: &'a Shared,
+    /// This connection's entry in the client registry.
+    pub me: &'a ClientEntry,
+    /// True once authenticated (or when no password is set).
+    pub authenticated: bool,
+    /// The port the server listens on (CONFIG GET port).
+    pub port: u16,
+    reply_mode: ReplyMode,
+    multi: Option<Transaction>,
+    /// Watched keys with the sequence number each had at WATCH.
+    watched: Vec<(Bytes, Option<u64>)>,
+    /// This client's share of the EXEC gate while one of its commands runs.
+    gate: Option<tokio::sync::RwLockReadGuard<'a, ()>>,
+    /// The transaction's writes while EXEC carries out the queued commands
+    /// (holding the gate exclusively); `None` outside EXEC.
+    overlay: Option<Overlay>,
+}
+
+fn engine_error(out: &mut Replies, err: &EngineError) {
+    match err.wire() {
+        Some(WireError::Fenced { .. }) => {
+            out.error("READONLY this compute node was fenced by a newer writer; it can only read")
+        }
+        Some(WireError::NotAWriter) => out.error("READONLY this compute node is a reader"),
+        Some(WireError::TooLarge { .. } | WireError::EmptyKey) => out.error(&format!("ERR {err}")),
+        _ => out.error(&format!("ERR storage: {err}")),
+    }
+}
+
+/// Writes `out` to `writer` once it holds [`FLUSH_BYTES`] or more.
+async fn flush_if_full<W: AsyncWrite + Unpin>(
+    out: &mut Replies,
+    writer: &mut W,
+) -> std::io::Result<()> {
+    if out.bytes.len() >= FLUSH_BYTES {
+        writer.write_all(&out.bytes).await?;
+        out.bytes.clear();
+    }
+    Ok(())
+}
+
+/// Why a command cannot run as sent: the error Redis answers.
+fn rejection(cmd: &[Bytes]) -> Result<&'static CommandInfo, String> {
+    let Some(entry) = lookup(&cmd[0]) else {
+        return Err(unknown_command(cmd));
+    };
+    let entry = if entry.subcommands.is_empty() || cmd.len() < 2 {
+        entry
+    } else {
+        match entry.subcommand(&cmd[1]) {
+            Some(sub) => sub,
+            None => {
+                return Err(format!(
+                    "ERR unknown subcommand '{}'. Try {} HELP.",
+                    shown(&cmd[1], 128),
+                    entry.name.to_uppercase()
+                ));
+            }
+        }
+    };
+    if !entry.arity_allows(cmd.len()) {
+        return Err(arity_error(entry.name));
+    }
+    Ok(entry)
+}
+
+fn arity_error(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
+}
+
+/// At most `most` bytes of an argument, as text.
+fn shown(arg: &[u8], most: usize) -> String {
+    String::from_utf8_lossy(&arg[..arg.len().min(most)]).into_owned()
+}
+
+/// The reply to a command SplitKV does not know, worded as Redis's: the
+/// arguments, each quoted and followed by a space, until 128 bytes are shown.
+fn unknown_command(cmd: &[Bytes]) -> String {
+    let mut args = String::new();
+    for arg in &cmd[1..] {
+        if args.len() >= 128 {
+            break;
+        }
+        let room = 128 - args.len();
+        args.push_str(&format!("'{}' ", shown(arg, room)));
+    }
+    format!(
+        "ERR unknown command '{}', with args beginning with: {args}",
+        shown(&cmd[0], 128)
+    )
+}
+
+/// True for a client name (or library name) Redis accepts: printable ASCII
+/// without spaces.
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+fn parse_i64(arg: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(arg).ok()?;
+    if text.is_empty() || text.starts_with('+') || (text.len() > 1 && text.starts_with("-0")) {
+        return None;
+    }
+    if text.len() > 1 && text.starts_with('0') {
+        return None;
+    }
+    text.parse().ok()
+}
+
+impl<'a> RespClient<'a> {
+    /// A client that has not yet sent anything.
+    pub fn new(engine: &'a Engine, shared: &'a Shared, me: &'a ClientEntry, port: u16) -> Self {
+        Self {
+            engine,
+            partition: engine.assign_partition(),
+            shared,
+            me,
+            authenticated: shared.requirepass.is_none(),
+            port,
+            reply_mode: ReplyMode::On,
+            multi: None,
+            watched: Vec::new(),
+            gate: None,
+            overlay: None,
+        }
+    }
+
+    /// True if `cmd` is a plain `SET k v` or `GET k` that may take the
+    /// batched path (no transaction, replies on, authenticated).
+    fn batchable(&self, cmd: &[Bytes], kind: Kind) -> bool {
+        let argc = match kind {
+            Kind::Set => 3,
+            Kind::Get => 2,
+            _ => return false,
+        };
+        self.authenticated
+            && self.multi.is_none()
+            && self.reply_mode == ReplyMode::On
+            && cmd.len() == argc
+            && cmd[0].eq_ignore_ascii_case(if kind == Kind::Set { b"set" } else { b"get" })
+    }
+
+    /// Carries out a batch of commands in order, answering into `out` and
+    /// writing replies to `writer` whenever [`FLUSH_BYTES`] are waiting.
+    pub async fn run<W: AsyncWrite + Unpin>(
+        &mut self,
+        batch: &[Vec<Bytes>],
+        out: &mut Replies,
+        writer: &mut W,
+    ) -> std::io::Result<Flow> {
+        self.shared
+            .commands_processed
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let mut i = 0;
+        while i < batch.len() {
+            let run_of = |want: Kind, most: usize| {
+                let end = batch[i..]
+                    .iter()
+                    .take(most)
+                    .position(|cmd| !self.batchable(cmd, want))
+                    .map_or((i + most).min(batch.len()), |n| i + n);
+                i..end
+            };
+            let sets = run_of(Kind::Set, usize::MAX);
+            if !sets.is_empty() {
+                i = sets.end;
+                let _gate = self.shared.exec_gate.read().await;
+                self.set_run(batch[sets].iter().map(Vec::as_slice), out)
+                    .await;
+            } else {
+                let gets = run_of(Kind::Get, GET_RUN_KEYS);
+                if !gets.is_empty() {
+                    i = gets.end;
+                    let keys: Vec<&[u8]> = batch[gets].iter().map(|cmd| &cmd[1][..]).collect();
+                    let _gate = self.shared.exec_gate.read().await;
+                    self.get_run(&keys, out).await;
+                } else {
+                    if self.one(&batch[i], out, writer).await? == Flow::Close {
+                        return Ok(Flow::Close);
+                    }
+                    i += 1;
+                }
+            }
+            flush_if_full(out, writer).await?;
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Answers each of `run` (plain `SET key value` commands): all are sent
+    /// on the client's own connection before any acknowledgement is waited
+    /// for, so they take effect in order at the cost of one round trip.
+    async fn set_run<'c>(
+        &self,
+        run: impl ExactSizeIterator<Item = &'c [Bytes]>,
+        out: &mut Replies,
+    ) {
+        let mut pending = Vec::with_capacity(run.len());
+        for cmd in run {
+            pending.push(
+                self.engine
+                    .start_put(self.partition, cmd[1].clone(), &cmd[2])
+                    .await,
+            );
+        }
+        for started in pending {
+            let result = match started {
+                Ok(put) => self.engine.finish_put(put).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(()) => out.simple("OK"),
+                Err(e) => engine_error(out, &e),
+            }
+        }
+    }
+
+    /// Answers each of `keys` as a GET does: one round trip for what the
+    /// windows do not hold; one key's failure fails only its reply. Inside
+    /// EXEC the transaction's own writes are seen.
+    async fn get_run(&self, keys: &[&[u8]], out: &mut Replies) {
+        if self.overlay.is_some() {
+            for key in keys {
+                match self.value(key).await {
+                    Ok(value) => out.bulk_or_null(value.as_deref()),
+                    Err(e) => engine_error(out, &e),
+                }
+            }
+            return;
+        }
+        for value in self.engine.get_each_async(keys).await {
+            match value {
+                Ok(value) => out.bulk_or_null(value.as_deref()),
+                Err(e) => engine_error(out, &e),
+            }
+        }
+    }
+
+    /// Writes the replies out once [`FLUSH_BYTES`] wait, in the middle of a
+    /// long reply, letting go of the EXEC gate meanwhile; inside EXEC, or
+    /// with replies off, they wait for the end.
+    pub(super) async fn write_early<W: AsyncWrite + Unpin>(
+        &mut self,
+        out: &mut Replies,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        if self.reply_mode == ReplyMode::On
+            && self.overlay.is_none()
+            && out.bytes.len() >= FLUSH_BYTES
+        {
+            let shared = self.gate.take().is_some();
+            flush_if_full(out, writer).await?;
+            if shared {
+                self.gate = Some(self.shared.exec_gate.read().await);
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of `key` as this client sees it (inside EXEC, with the
+    /// transaction's writes).
+    async fn value(&self, key: &[u8]) -> Result<Option<Bytes>, EngineError> {
+        if let Some(overlay) = &self.overlay
+            && let Known::Written(value) = overlay.known(key)
+        {
+            return Ok(value);
+        }
+        self.engine.get_async(key).await
+    }
+
+    /// True if `key` has a value, as this client sees it.
+    fn key_exists(&self, key: &[u8]) -> bool {
+        match &self.overlay {
+            Some(overlay) => overlay.contains(self.engine, key),
+            None => self.engine.contains(key),
+        }
+    }
+
+    /// Applies `ops` (a value for a put, `None` for a delete) as one unit:
+    /// through the client's partition, or inside EXEC into the
+    /// transaction, which sends all its writes together when it ends.
+    async fn write(&mut self, ops: Vec<(Bytes, Option<Bytes>)>) -> Result<(), EngineError> {
+        if let Some(overlay) = &mut self.overlay {
+            for (key, value) in ops {
+                match value {
+                    Some(value) => overlay.put(key, value),
+                    None => overlay.delete(key),
+                }
+            }
+            return Ok(());
+        }
+        let batch: Vec<BatchOp<'_>> = ops
+            .iter()
+            .map(|(key, value)| match value {
+                Some(value) => BatchOp::Put { key, value },
+                None => BatchOp::Delete { key },
+            })
+            .collect();
+        self.engine.write_many_async(self.partition, &batch).await
+    }
+
+    /// One command, with CLIENT REPLY's suppression applied.
+    async fn one<W: AsyncWrite + Unpin>(
+        &mut self,
+        cmd: &[Bytes],
+        out: &mut Replies,
+        writer: &mut W,
+    ) -> std::io::Result<Flow> {
+        if cmd.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let is_client_reply = cmd.len() >= 2
+            && cmd[0].eq_ignore_ascii_case(b"client")
+            && cmd[1].eq_ignore_ascii_case(b"reply");
+        let suppress = match self.reply_mode {
+            _ if is_client_reply => false,
+            ReplyMode::On => false,
+            // SKIP holds while the skipped command runs, so that a long
+            // reply is not written out in part.
+            ReplyMode::Off | ReplyMode::SkipNext => true,
+        };
+        let mark = out.bytes.len();
+        // EXEC takes the gate exclusively itself.
+        if !cmd[0].eq_ignore_ascii_case(b"exec") {
+            self.gate = Some(self.shared.exec_gate.read().await);
+        }
+        let flow = self.checked(cmd, out, writer).await;
+        self.gate = None;
+        if suppress && !is_client_reply && self.reply_mode == ReplyMode::SkipNext {
+            self.reply_mode = ReplyMode::On;
+        }
+        let flow = flow?;
+        if suppress && out.bytes.len() >= mark {
+            out.bytes.truncate(mark);
+        }
+        Ok(flow)
+    }
+
+    /// Checks a command as Redis does, queues it inside MULTI, or runs it.
+    async fn checked<W: AsyncWrite + Unpin>(
+        &mut self,
+        cmd: &[Bytes],
+        out: &mut Replies,
+        writer: &mut W,
+    ) -> std::io::Result<Flow> {
+        let checked = rejection(cmd).and_then(|entry| {
+            if self.authenticated || entry.flags.contains(&"no_auth") {
+                Ok(entry)
+            } else {
+                Err("NOAUTH Authentication required.".to_string())
+            }
+        });
+        let entry = match checked {
+            Ok(entry) => entry,
+            Err(text) if cmd[0].eq_ignore_ascii_case(b"exec") => {
+                // A rejected EXEC discards the transaction, as Redis's
+                // `execCommandAbort`.
+                self.multi = None;
+                self.watched.clear();
+                let reason = text.strip_prefix("ERR ").unwrap_or(&text);
+                out.error(&format!(
+                    "EXECABORT Transaction discarded because of: {reason}"
+                ));
+                return Ok(Flow::Continue);
+            }
+            Err(text) => {
+                self.abort_transaction();
+                out.error(&text);
+                return Ok(Flow::Continue);
+            }
+        };
+        {
+            let mut details = self.me.details.lock();
+            details.last_command.clear();
+            details.last_command.push_str(entry.name);
+            details.last_active = Some(std::time::Instant::now());
+        }
+        let queues = !matches!(
+            entry.kind,
+            Kind::Exec | Kind::Discard | Kind::Multi | Kind::Watch | Kind::Quit | Kind::Reset
+        );
+        if let Some(transaction) = &mut self.multi
+            && queues
+        {
+            if transaction.queued.len() >= MAX_QUEUED_COMMANDS {
+                transaction.aborted = true;
+                out.error("ERR too many commands queued in this transaction");
+            } else {
+                transaction.queued.push(cmd.to_vec());
+                out.simple("QUEUED");
+            }
+            return Ok(Flow::Continue);
+        }
+        self.execute(entry, cmd, out, writer).await
+    }
+
+    fn abort_transaction(&mut self) {
+        if let Some(transaction) = &mut self.multi {
+            transaction.aborted = true;
+        }
+    }
+
+    /// Runs a command that has passed its checks.
+    async fn execute<W: AsyncWrite + Unpin>(
+        &mut self,
+        entry: &'static CommandInfo,
+        cmd: &[Bytes],
+        out: &mut Replies,
+        writer: &mut W,
+    ) -> std::io::Result<Flow> {
+        match entry.kind {
+            Kind::Get => self.get_run(&[&cmd[1][..]], out).await,
+            Kind::Set => self.set(cmd, out).await,
+            Kind::Mget => self.mget(cmd, out, writer).await?,
+            Kind::Mset => self.mset(cmd, out).await,
+            Kind::Del | Kind::Unlink => self.del(cmd, out).await,
+            Kind::Type => self.key_type(cmd, out),
+            Kind::Rename | Kind::Renamenx => {
+                self.rename(cmd, entry.kind == Kind::Renamenx, out).await;
+            }
+            Kind::Copy => self.copy(cmd, out).await,
+            Kind::Exists | Kind::Touch => self.exists(cmd, out),
+            Kind::Dbsize => out.integer(match &self.overlay {
+                Some(overlay) => overlay.len(self.engine),
+                None => self.engine.len(),
+            } as i64),
+            Kind::Flushall | Kind::Flushdb => self.flush(cmd, out).await,
+            Kind::Scan => self.scan(cmd, out),
+            Kind::Keys => self.keys(cmd, out, writer).await?,
+            Kind::Randomkey => self.random_key(out),
+            Kind::Ping => match cmd.len() {
+                1 => out.simple("PONG"),
+                2 => out.bulk(&cmd[1]),
+                _ => out.error(&arity_error("ping")),
+            },
+            Kind::Echo => out.bulk(&cmd[1]),
+            Kind::Quit => {
+                out.simple("OK");
+                return Ok(Flow::Close);
+            }
+            Kind::Auth => self.auth(cmd, out),
+            Kind::Hello => self.hello(cmd, out),
+            Kind::Select => self.select(cmd, out),
+            Kind::Reset => self.reset(out),
+            Kind::ClientId
+            | Kind::ClientSetname
+            | Kind::ClientGetname
+            | Kind::ClientInfo
+            | Kind::ClientList
+            | Kind::ClientSetinfo
+            | Kind::ClientKill
+            | Kind::ClientNoEvict
+            | Kind::ClientNoTouch
+            | Kind::ClientReply => self.client(entry.kind, cmd, out),
+            Kind::Info => self.info(cmd, out),
+            Kind::Time => server::time(out),
+            Kind::Command
+            | Kind::CommandCount
+            | Kind::CommandDocs
+            | Kind::CommandInfo
+            | Kind::CommandList => server::command(entry.kind, cmd, out),
+            Kind::ConfigGet => self.config_get(cmd, out),
+            Kind::ConfigSet => server::config_set(cmd, out),
+            Kind::ConfigResetstat => {
+                self.shared.commands_processed.store(0, Ordering::Relaxed);
+                out.simple("OK");
+            }
+            Kind::Multi => self.multi(out),
+            Kind::Exec => return self.exec(out, writer).await,
+            Kind::Discard => self.discard(out),
+            Kind::Watch => self.watch(cmd, out),
+            Kind::Unwatch => {
+                self.watched.clear();
+                out.simple("OK");
+            }
+            // Containers called with no subcommand fail their arity check.
+            Kind::Config | Kind::Client => out.error(&arity_error(entry.name)),
+        }
+        Ok(Flow::Continue)
+    }
+}

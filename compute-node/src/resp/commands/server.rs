@@ -1,0 +1,313 @@
+//! The server commands: INFO, TIME, CONFIG and COMMAND.
+
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use super::{REDIS_VERSION, RespClient, arity_error, shown};
+use crate::resp::command_docs::{Arg, more_docs};
+use crate::resp::reply::Replies;
+use crate::resp::table::{COMMANDS, CommandInfo, Kind, lookup_full};
+
+impl RespClient<'_> {
+    /// INFO [section...].
+    pub(super) fn info(&self, cmd: &[Bytes], out: &mut Replies) {
+        let shared = self.shared;
+        let facts = crate::resp::info::ServerFacts {
+            redis_version: REDIS_VERSION,
+            tcp_port: self.port,
+            storage: &shared.storage,
+            connected_clients: shared.clients.len(),
+            total_connections: shared.clients.total_registered(),
+            total_commands: shared.commands_processed.load(Ordering::Relaxed),
+            uptime_seconds: shared.started.elapsed().as_secs(),
+        };
+        let wanted: Vec<String> = cmd[1..]
+            .iter()
+            .map(|s| shown(s, 64).to_ascii_lowercase())
+            .collect();
+        let text = crate::resp::info::render(self.engine, &facts, &wanted);
+        out.verbatim(text.as_bytes());
+    }
+
+    /// The settings CONFIG GET shows, with their values on this node.
+    pub(super) fn settings(&self) -> Vec<(&'static str, String)> {
+        let limits = &self.engine.inner.config.limits;
+        vec![
+            ("databases", "1".into()),
+            ("port", self.port.to_string()),
+            (
+                "requirepass",
+                self.shared.requirepass.clone().unwrap_or_default(),
+            ),
+            ("timeout", "0".into()),
+            ("save", String::new()),
+            ("appendonly", "no".into()),
+            ("maxmemory", "0".into()),
+            ("maxmemory-policy", "noeviction".into()),
+            ("cluster-enabled", "no".into()),
+            ("proto-max-bulk-len", limits.max_value_bytes.to_string()),
+        ]
+    }
+
+    pub(super) fn config_get(&self, cmd: &[Bytes], out: &mut Replies) {
+        let settings = self.settings();
+        // (setting, the name to answer with): a plain name is answered as
+        // the client spelled it, as Redis does.
+        let mut found: Vec<(&'static str, &[u8], &str)> = Vec::new();
+        for pattern in &cmd[2..] {
+            let plain = !pattern.iter().any(|b| b"*?[\\".contains(b));
+            for (name, value) in &settings {
+                if found.iter().any(|f| f.0 == *name) {
+                    continue;
+                }
+                if plain && pattern.eq_ignore_ascii_case(name.as_bytes()) {
+                    found.push((name, pattern, value));
+                } else if !plain && crate::resp::glob::matches(pattern, name.as_bytes(), true) {
+                    found.push((name, name.as_bytes(), value));
+                }
+            }
+        }
+        out.map(found.len());
+        for (_, shown_name, value) in found {
+            out.bulk(shown_name);
+            out.bulk(value.as_bytes());
+        }
+    }
+}
+
+/// TIME: seconds and microseconds of the Unix time.
+pub(super) fn time(out: &mut Replies) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    out.array(2);
+    out.bulk(now.as_secs().to_string().as_bytes());
+    out.bulk(now.subsec_micros().to_string().as_bytes());
+}
+
+/// CONFIG SET: no setting of SplitKV changes at run time.
+pub(super) fn config_set(cmd: &[Bytes], out: &mut Replies) {
+    if !cmd.len().is_multiple_of(2) {
+        out.error(&arity_error("config|set"));
+        return;
+    }
+    let name = shown(&cmd[2], 128).to_ascii_lowercase();
+    const KNOWN: &[&str] = &[
+        "databases",
+        "port",
+        "requirepass",
+        "timeout",
+        "save",
+        "appendonly",
+        "maxmemory",
+        "maxmemory-policy",
+        "cluster-enabled",
+        "proto-max-bulk-len",
+    ];
+    if KNOWN.contains(&name.as_str()) {
+        out.error(&format!(
+            "ERR CONFIG SET failed (possibly related to argument '{name}') - SplitKV cannot change \
+             it at run time; set it when starting the compute node"
+        ));
+    } else {
+        out.error(&format!(
+            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+        ));
+    }
+}
+
+/// COMMAND and its subcommands, from the command table.
+pub(super) fn command(kind: Kind, cmd: &[Bytes], out: &mut Replies) {
+    match kind {
+        Kind::CommandCount => out.integer(COMMANDS.len() as i64),
+        Kind::CommandList => {
+            out.array(COMMANDS.len());
+            for entry in COMMANDS {
+                out.bulk(entry.name.as_bytes());
+            }
+        }
+        Kind::CommandInfo if cmd.len() > 2 => {
+            out.array(cmd.len() - 2);
+            for name in &cmd[2..] {
+                match lookup_full(name) {
+                    Some(entry) => command_entry(out, entry),
+                    None => out.null(),
+                }
+            }
+        }
+        Kind::CommandDocs if cmd.len() > 2 => {
+            let found: Vec<_> = cmd[2..].iter().filter_map(|n| lookup_full(n)).collect();
+            out.map(found.len());
+            for entry in found {
+                out.bulk(entry.name.as_bytes());
+                command_docs(out, entry);
+            }
+        }
+        Kind::CommandDocs => {
+            out.map(COMMANDS.len());
+            for entry in COMMANDS {
+                out.bulk(entry.name.as_bytes());
+                command_docs(out, entry);
+            }
+        }
+        _ => {
+            out.array(COMMANDS.len());
+            for entry in COMMANDS {
+                command_entry(out, entry);
+            }
+        }
+    }
+}
+
+/// One command as COMMAND INFO describes it (Redis 7's ten fields).
+fn command_entry(out: &mut Replies, entry: &CommandInfo) {
+    out.array(10);
+    out.bulk(entry.name.as_bytes());
+    out.integer(entry.arity);
+    out.set(entry.flags.len());
+    for flag in entry.flags {
+        out.simple(flag);
+    }
+    out.integer(entry.keys.0);
+    out.integer(entry.keys.1);
+    out.integer(entry.keys.2);
+    out.set(entry.categories.len());
+    for category in entry.categories {
+        out.simple(category);
+    }
+    out.set(entry.tips.len());
+    for tip in entry.tips {
+        out.bulk(tip.as_bytes());
+    }
+    out.set(entry.key_specs.len());
+    for spec in entry.key_specs {
+        out.map(3 + usize::from(spec.notes.is_some()));
+        if let Some(notes) = spec.notes {
+            out.bulk(b"notes");
+            out.bulk(notes.as_bytes());
+        }
+        out.bulk(b"flags");
+        out.set(spec.flags.len());
+        for flag in spec.flags {
+            out.simple(flag);
+        }
+        out.bulk(b"begin_search");
+        out.map(2);
+        out.bulk(b"type");
+        out.bulk(b"index");
+        out.bulk(b"spec");
+        out.map(1);
+        out.bulk(b"index");
+        out.integer(spec.begin_index);
+        out.bulk(b"find_keys");
+        out.map(2);
+        out.bulk(b"type");
+        out.bulk(b"range");
+        out.bulk(b"spec");
+        out.map(3);
+        out.bulk(b"lastkey");
+        out.integer(spec.last_key);
+        out.bulk(b"keystep");
+        out.integer(spec.key_step);
+        out.bulk(b"limit");
+        out.integer(spec.limit);
+    }
+    out.set(entry.subcommands.len());
+    for sub in entry.subcommands {
+        command_entry(out, sub);
+    }
+}
+
+/// One command as COMMAND DOCS describes it, fields in Redis's order.
+fn command_docs(out: &mut Replies, entry: &CommandInfo) {
+    let docs = &entry.docs;
+    let more = more_docs(entry.name);
+    let history = more.map_or(&[][..], |m| m.history);
+    let arguments = more.map_or(&[][..], |m| m.arguments);
+    let subcommands = !entry.subcommands.is_empty();
+    out.map(
+        3 + usize::from(docs.complexity.is_some())
+            + usize::from(!history.is_empty())
+            + usize::from(!arguments.is_empty())
+            + usize::from(subcommands),
+    );
+    out.bulk(b"summary");
+    out.bulk(docs.summary.as_bytes());
+    out.bulk(b"since");
+    out.bulk(docs.since.as_bytes());
+    out.bulk(b"group");
+    out.bulk(docs.group.as_bytes());
+    if let Some(complexity) = docs.complexity {
+        out.bulk(b"complexity");
+        out.bulk(complexity.as_bytes());
+    }
+    if !history.is_empty() {
+        out.bulk(b"history");
+        out.set(history.len());
+        for (version, change) in history {
+            out.array(2);
+            out.bulk(version.as_bytes());
+            out.bulk(change.as_bytes());
+        }
+    }
+    if !arguments.is_empty() {
+        out.bulk(b"arguments");
+        argument_docs(out, arguments);
+    }
+    if subcommands {
+        out.bulk(b"subcommands");
+        out.map(entry.subcommands.len());
+        for sub in entry.subcommands {
+            out.bulk(sub.name.as_bytes());
+            command_docs(out, sub);
+        }
+    }
+}
+
+/// An argument list as COMMAND DOCS describes it (Redis's
+/// `addReplyCommandArgList`): each argument a map, fields in Redis's order.
+fn argument_docs(out: &mut Replies, arguments: &[Arg]) {
+    out.array(arguments.len());
+    for arg in arguments {
+        let nested = matches!(arg.kind, "oneof" | "block");
+        let texts = [
+            ("token", arg.token),
+            ("summary", arg.summary),
+            ("since", arg.since),
+            ("deprecated_since", arg.deprecated_since),
+        ];
+        out.map(
+            2 + usize::from(arg.key_spec_index.is_some())
+                + texts.iter().filter(|(_, text)| text.is_some()).count()
+                + usize::from(!arg.flags.is_empty())
+                + usize::from(nested),
+        );
+        out.bulk(b"name");
+        out.bulk(arg.name.as_bytes());
+        out.bulk(b"type");
+        out.bulk(arg.kind.as_bytes());
+        if let Some(index) = arg.key_spec_index {
+            out.bulk(b"key_spec_index");
+            out.integer(index);
+        }
+        for (field, text) in texts {
+            if let Some(text) = text {
+                out.bulk(field.as_bytes());
+                out.bulk(text.as_bytes());
+            }
+        }
+        if !arg.flags.is_empty() {
+            out.bulk(b"flags");
+            out.set(arg.flags.len());
+            for flag in arg.flags {
+                out.simple(flag);
+            }
+        }
+        if nested {
+            out.bulk(b"arguments");
+            argument_docs(out, arg.arguments);
+        }
+    }
+}
