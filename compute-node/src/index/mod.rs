@@ -14,10 +14,12 @@
 //! is 7/8 full, so growth copies one small table at a time and never holds
 //! two copies of the whole index; [`Index::reserve`] sizes every table for
 //! an expected key count up front. Keys are compared byte for byte: the hash
-//! tag only picks candidates. Measured by the index's own accounting at 1 Mi
-//! keys: about 31 bytes per 8-byte key and at most the key length + 24 bytes
-//! for keys shorter than 127 bytes (longer keys: + 27, their length taking one
-//! or two bytes).
+//! tag only picks candidates. Arena pages are 4 KiB, each costing an
+//! 8-byte pointer and a 4-byte entry start besides its bytes. Measured by
+//! the index's own accounting at 1 Mi keys: about 31 bytes per 8-byte key,
+//! at most the key length + 24 bytes for keys of up to 127 bytes, and the
+//! key length + 25 at 200 bytes, + 28 at 1 KiB (their length takes one or
+//! two bytes more, and fewer keys share each page's costs).
 //!
 //! Limits: a location whose seq, offset, record length or partition passes
 //! the packed widths ([`PACKED_MAX_SEQ`] and friends) is kept whole in a side
