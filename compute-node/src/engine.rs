@@ -42,6 +42,8 @@ pub(crate) struct Counters {
     pub(crate) window_fetch_bytes: AtomicU64,
     pub(crate) tail_pulls: AtomicU64,
     pub(crate) clears: AtomicU64,
+    /// Milliseconds the start's index rebuild took.
+    pub(crate) rebuild_ms: AtomicU64,
 }
 
 /// A snapshot of the engine's state, for INFO and benchmarks.
@@ -86,6 +88,10 @@ pub struct EngineStats {
     pub window_fetch_bytes: u64,
     /// Key-log tails pulled after reconnections.
     pub tail_pulls: u64,
+    /// Milliseconds the index rebuild at start took (every partition's key
+    /// log exported and merged, tombstones dropped; connecting not
+    /// included).
+    pub rebuild_ms: u64,
 }
 
 impl EngineStats {
@@ -336,6 +342,7 @@ impl Engine {
             window_fetches: c.window_fetches.load(Ordering::Relaxed),
             window_fetch_bytes: c.window_fetch_bytes.load(Ordering::Relaxed),
             tail_pulls: c.tail_pulls.load(Ordering::Relaxed),
+            rebuild_ms: c.rebuild_ms.load(Ordering::Relaxed),
         }
     }
 
@@ -403,6 +410,11 @@ async fn connect_inner(
     tokio::spawn(follow_link_events(Arc::downgrade(&inner), events_rx));
     let started = std::time::Instant::now();
     rebuild::rebuild_index(&inner).await?;
+    let rebuild_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    inner
+        .counters
+        .rebuild_ms
+        .store(rebuild_ms, Ordering::Relaxed);
     if !inner.config.writer {
         crate::follow::spawn_followers(&inner);
     }

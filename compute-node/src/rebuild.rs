@@ -88,13 +88,25 @@ pub(crate) fn merge_frames(
     Ok(())
 }
 
+/// Runs `merge` on this thread after handing the runtime worker's other
+/// tasks (the connections' drivers among them) to another thread, so that
+/// the exports' packets keep being received and acknowledged while a chunk
+/// is merged. On a runtime of one thread it just runs `merge`.
+fn off_the_runtime<T>(merge: impl FnOnce() -> T) -> T {
+    let flavor = tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor());
+    match flavor {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(merge),
+        _ => merge(),
+    }
+}
+
 /// Pulls `partition`'s key log from `from_seq` on into the index.
 async fn pull(inner: &Arc<Inner>, partition: usize, from_seq: u64) -> Result<Merged> {
     let mut merged = Merged::default();
     inner
         .client
         .export_keylog(partition, from_seq, |frames| {
-            merge_frames(inner, partition, &frames, &mut merged)
+            off_the_runtime(|| merge_frames(inner, partition, &frames, &mut merged))
         })
         .await?;
     inner.note_acked(partition, merged.max_seq);
