@@ -27,7 +27,7 @@ use crate::frame::{self, RawFrame};
 pub const FOLLOW_STALL_MS: u64 = 10_000;
 
 /// Version of this protocol; a node refuses a peer that speaks another.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Application error codes with which a storage node closes a connection.
 pub mod close_code {
@@ -198,6 +198,9 @@ pub struct PartitionReport {
     pub committed_end: u64,
     /// End of the key log.
     pub keylog_end: u64,
+    /// Entries in the key log (its every put, delete and clear; a follower
+    /// that has applied as many is caught up).
+    pub keylog_entries: u64,
 }
 
 /// A storage node's state, for operators.

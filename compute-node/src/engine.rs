@@ -135,6 +135,17 @@ pub(crate) struct Inner {
     /// Per partition, for a reader: its key-log stream has caught up with
     /// the end it found and is following what is appended.
     pub(crate) follow_caught_up: Vec<AtomicBool>,
+    /// True for the writer (configured as one, or a promoted reader).
+    pub(crate) writer: AtomicBool,
+    /// A reader's tasks that follow the key logs.
+    pub(crate) followers: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Per partition: key-log entries applied (the rebuild's and, for a
+    /// reader, the followed ones).
+    pub(crate) applied_entries: Vec<AtomicU64>,
+    /// Per partition: milliseconds since the engine started at which
+    /// entries were last applied.
+    pub(crate) applied_at_ms: Vec<AtomicU64>,
+    pub(crate) started: std::time::Instant,
 }
 
 impl Inner {
@@ -144,6 +155,22 @@ impl Inner {
 
     pub(crate) fn note_acked(&self, partition: usize, seq: u64) {
         self.acked_seq[partition].fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Notes key-log entries of `partition` merged into the index.
+    pub(crate) fn note_applied(&self, partition: usize, merged: &rebuild::Merged) {
+        self.note_acked(partition, merged.max_seq);
+        self.windows[partition].note_committed_end(merged.value_end);
+        self.applied_entries[partition].fetch_add(merged.entries, Ordering::AcqRel);
+        self.applied_at_ms[partition].store(self.uptime_ms(), Ordering::Release);
+    }
+
+    pub(crate) fn uptime_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn is_writer(&self) -> bool {
+        self.writer.load(Ordering::Acquire)
     }
 
     /// Starts a window fetch in the background.
@@ -259,10 +286,11 @@ impl Engine {
         self.inner.partitions()
     }
 
-    /// True for a writer; false for a reader, which follows the writer's
-    /// key logs and refuses writes.
+    /// True for a writer (configured as one, or a promoted reader); false
+    /// for a reader, which follows the writer's key logs and whose writes
+    /// the storage node refuses.
     pub fn is_writer(&self) -> bool {
-        self.inner.config.writer
+        self.inner.is_writer()
     }
 
     /// The highest sequence number this engine has applied (acknowledged
@@ -392,6 +420,7 @@ async fn connect_inner(
     let client = StorageClient::connect(client_config).await?;
     let partitions = client.partitions();
     adopt_node_limits(&mut config, client.welcome());
+    let config_writer = config.writer;
     let inner = Arc::new(Inner {
         windows: (0..partitions)
             .map(|_| PartitionWindows::new(config.window_bytes))
@@ -406,6 +435,11 @@ async fn connect_inner(
         next_partition: AtomicUsize::new(0),
         applied: tokio::sync::Notify::new(),
         follow_caught_up: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
+        writer: AtomicBool::new(config_writer),
+        followers: parking_lot::Mutex::new(Vec::new()),
+        applied_entries: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
+        applied_at_ms: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
+        started: std::time::Instant::now(),
     });
     tokio::spawn(follow_link_events(Arc::downgrade(&inner), events_rx));
     let started = std::time::Instant::now();
@@ -415,7 +449,7 @@ async fn connect_inner(
         .counters
         .rebuild_ms
         .store(rebuild_ms, Ordering::Relaxed);
-    if !inner.config.writer {
+    if !inner.is_writer() {
         crate::follow::spawn_followers(&inner);
     }
     let stats = inner.index.stats();
@@ -437,13 +471,15 @@ async fn follow_link_events(inner: Weak<Inner>, mut events: mpsc::Receiver<LinkE
             return;
         };
         match event {
+            // A reader's follower catches up by itself.
             LinkEvent::Reconnected {
                 partition,
                 generation,
-            } => {
+            } if inner.is_writer() => {
                 tracing::debug!(partition, generation, "connection back; pulling the tail");
                 rebuild::spawn_tail_pull(inner, partition);
             }
+            LinkEvent::Reconnected { .. } => {}
             LinkEvent::Down { partition } => {
                 tracing::debug!(partition, "connection lost; its requests failed");
             }

@@ -26,6 +26,10 @@ pub enum EngineError {
         /// Where the record is and what is wrong with it.
         wire: WireError,
     },
+    /// A write to a reader (a read-only compute node that follows the
+    /// writer); nothing was sent.
+    #[error("this compute node is a read-only reader; write through the writer")]
+    ReadOnly,
     /// The engine could not start its runtime.
     #[error("cannot start the engine's runtime: {0}")]
     Runtime(std::io::Error),

@@ -23,10 +23,22 @@ use crate::rebuild::{Merged, merge_frames};
 const REFOLLOW_PAUSE: Duration = Duration::from_millis(100);
 
 /// Starts following every partition's key log, past what the rebuild
-/// applied.
+/// applied; [`stop_followers`] ends them.
 pub(crate) fn spawn_followers(inner: &Arc<Inner>) {
+    let mut followers = inner.followers.lock();
     for partition in 0..inner.partitions() {
-        inner.handle.spawn(follow(Arc::downgrade(inner), partition));
+        let task = inner.handle.spawn(follow(Arc::downgrade(inner), partition));
+        followers.push(task.abort_handle());
+    }
+}
+
+/// Ends every follower (a promoted reader writes itself).
+pub(crate) fn stop_followers(inner: &Inner) {
+    for follower in inner.followers.lock().drain(..) {
+        follower.abort();
+    }
+    for caught_up in &inner.follow_caught_up {
+        caught_up.store(false, Ordering::Release);
     }
 }
 
@@ -42,8 +54,7 @@ async fn follow(inner: Weak<Inner>, partition: usize) {
             .follow_keylog(partition, from_seq, |frames, caught_up| {
                 let mut merged = Merged::default();
                 merge_frames(&strong, partition, &frames, &mut merged)?;
-                strong.note_acked(partition, merged.max_seq);
-                strong.windows[partition].note_committed_end(merged.value_end);
+                strong.note_applied(partition, &merged);
                 if caught_up {
                     strong.follow_caught_up[partition].store(true, Ordering::Release);
                 }

@@ -302,6 +302,19 @@ async fn submit<T>(
     }
 }
 
+/// Sends a write with `send` as [`submit`] does, waiting for a connection
+/// that is down; a reader refuses it before sending.
+async fn submit_write<T>(
+    inner: &Inner,
+    partition: usize,
+    send: impl Fn() -> std::result::Result<Call<T>, ClientError>,
+) -> Result<Call<T>> {
+    if !inner.is_writer() {
+        return Err(EngineError::ReadOnly);
+    }
+    submit(inner, partition, WhenDown::Wait, send).await
+}
+
 impl Engine {
     /// Runs `operation` to completion on the calling thread, with the
     /// engine's runtime for its timers and spawned work: how every blocking
@@ -309,7 +322,7 @@ impl Engine {
     /// waiting (a read from a window) costs one poll; one that waits parks
     /// the thread until it is woken. Must not be called from inside an
     /// async task.
-    fn block<T>(&self, operation: impl Future<Output = T>) -> T {
+    pub(crate) fn block<T>(&self, operation: impl Future<Output = T>) -> T {
         let _runtime = self.inner.handle.enter();
         let mut operation = std::pin::pin!(operation);
         THREAD_WAKER.with(|waker| {
@@ -366,7 +379,7 @@ impl Engine {
     pub async fn write_many_async(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<()> {
         let inner = &self.inner;
         let partition = inner.prepare_batch(partition, ops)?;
-        let acks = submit(inner, partition, WhenDown::Wait, || {
+        let acks = submit_write(inner, partition, || {
             inner.client.write_many(partition, ops)
         })
         .await?
@@ -384,7 +397,7 @@ impl Engine {
     pub async fn clear_all_async(&self, partition: usize) -> Result<()> {
         let inner = &self.inner;
         let partition = partition % inner.partitions();
-        let ack = submit(inner, partition, WhenDown::Wait, || {
+        let ack = submit_write(inner, partition, || {
             inner.client.clear(partition)
         })
         .await?
@@ -422,7 +435,7 @@ impl Engine {
         let inner = &self.inner;
         let partition = inner.prepare_write(partition, key, None)?;
         let existed = self.contains(key);
-        let ack = submit(inner, partition, WhenDown::Wait, || {
+        let ack = submit_write(inner, partition, || {
             inner.client.delete(partition, key)
         })
         .await?
@@ -550,7 +563,7 @@ impl Engine {
     ) -> Result<PendingPut<K>> {
         let inner = &self.inner;
         let partition = inner.prepare_write(partition, key.as_ref(), Some(value))?;
-        let call = submit(inner, partition, WhenDown::Wait, || {
+        let call = submit_write(inner, partition, || {
             inner.client.put(partition, key.as_ref(), value)
         })
         .await?;

@@ -26,6 +26,8 @@ pub(crate) struct Merged {
     clear_seq: u64,
     /// End of the furthest record any entry points at.
     pub(crate) value_end: u64,
+    /// Entries merged (puts, deletes and clears).
+    pub(crate) entries: u64,
 }
 
 /// Key-log bytes of a one-entry frame with an 8-byte key, the smallest
@@ -57,6 +59,7 @@ pub(crate) fn merge_frames(
         if let Frame::Entries(entries) = frame {
             for entry in entries.iter() {
                 let entry = entry.map_err(|e| ClientError::Protocol(e.to_string()))?;
+                merged.entries += 1;
                 merged.max_seq = merged.max_seq.max(entry.seq);
                 let location = match entry.kind {
                     EntryKind::Put => {
@@ -109,8 +112,7 @@ async fn pull(inner: &Arc<Inner>, partition: usize, from_seq: u64) -> Result<Mer
             off_the_runtime(|| merge_frames(inner, partition, &frames, &mut merged))
         })
         .await?;
-    inner.note_acked(partition, merged.max_seq);
-    inner.windows[partition].note_committed_end(merged.value_end);
+    inner.note_applied(partition, &merged);
     Ok(merged)
 }
 
@@ -118,19 +120,31 @@ async fn pull(inner: &Arc<Inner>, partition: usize, from_seq: u64) -> Result<Mer
 /// drops the tombstones.
 pub(crate) async fn rebuild_index(inner: &Arc<Inner>) -> Result<()> {
     presize(inner).await;
-    let pulls: Vec<_> = (0..inner.partitions())
-        .map(|partition| {
-            let inner = Arc::clone(inner);
-            tokio::spawn(async move { pull(&inner, partition, 0).await })
-        })
-        .collect();
-    for pull in pulls {
-        pull.await
-            .map_err(|e| ClientError::Protocol(format!("index rebuild task failed: {e}")))??;
-    }
+    pull_tails(inner).await?;
     let dropped = inner.index.drop_tombstones();
     tracing::debug!(dropped, "tombstones dropped after the rebuild");
     Ok(())
+}
+
+/// Pulls every partition's key log past what was applied of it, in
+/// parallel, up to the end each has when its export begins; returns the
+/// entries merged.
+pub(crate) async fn pull_tails(inner: &Arc<Inner>) -> Result<u64> {
+    let pulls: Vec<_> = (0..inner.partitions())
+        .map(|partition| {
+            let inner = Arc::clone(inner);
+            let from = inner.acked_seq[partition].load(Ordering::Acquire) + 1;
+            tokio::spawn(async move { pull(&inner, partition, from).await })
+        })
+        .collect();
+    let mut entries = 0;
+    for pull in pulls {
+        let merged = pull
+            .await
+            .map_err(|e| ClientError::Protocol(format!("key-log pull task failed: {e}")))??;
+        entries += merged.entries;
+    }
+    Ok(entries)
 }
 
 /// Reserves index room for the keys the storage node's key logs hold, as

@@ -70,6 +70,8 @@ pub struct KeyLog {
     chunks: Vec<Arc<Chunk>>,
     chunk_max_seq: Vec<u64>,
     end: u64,
+    /// Entries in the complete frames.
+    entries: u64,
 }
 
 impl KeyLog {
@@ -93,6 +95,7 @@ impl KeyLog {
             chunks: Vec::new(),
             chunk_max_seq: Vec::new(),
             end: 0,
+            entries: 0,
         };
         for index in 0..wanted / chunk {
             log.map_chunk(index)?;
@@ -139,6 +142,7 @@ impl KeyLog {
             }
         }
         self.end = cut.unwrap_or(self.chunks.len() as u64 * self.chunk_bytes);
+        self.entries = summary.entries;
         summary.end = self.end;
         summary.zeroed_bytes = self.zero_after_end()?;
         Ok(summary)
@@ -181,11 +185,16 @@ impl KeyLog {
         self.end
     }
 
-    /// Appends one sealed frame (from [`record::FrameBuilder::finish`]) whose
-    /// highest sequence number is `max_seq`, and returns the new end. When
-    /// the frame is complete in the mapping it survives the death of the
-    /// process; [`KeyLog::sync`] makes it durable.
-    pub fn append(&mut self, frame: &[u8], max_seq: u64) -> io::Result<u64> {
+    /// Entries in the complete frames.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Appends one sealed frame (from [`record::FrameBuilder::finish`]) of
+    /// `entries` entries whose highest sequence number is `max_seq`, and
+    /// returns the new end. When the frame is complete in the mapping it
+    /// survives the death of the process; [`KeyLog::sync`] makes it durable.
+    pub fn append(&mut self, frame: &[u8], max_seq: u64, entries: u64) -> io::Result<u64> {
         let len = frame.len() as u64;
         if len > self.chunk_bytes {
             return Err(io::Error::new(
@@ -218,6 +227,7 @@ impl KeyLog {
         self.chunks[index as usize].write(within as usize, frame);
         self.chunk_max_seq[index as usize] = self.chunk_max_seq[index as usize].max(max_seq);
         self.end = index * self.chunk_bytes + within + len;
+        self.entries += entries;
         Ok(self.end)
     }
 

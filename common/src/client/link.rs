@@ -125,6 +125,9 @@ pub(crate) struct Live {
     waiting: Mutex<Waiting>,
     /// Mirrors `waiting.closed`, for checks that need no lock.
     dead: AtomicBool,
+    /// Set when a new connection took this one's place (a reader's links
+    /// reopened as a writer's): its end starts no reconnection.
+    retired: AtomicBool,
 }
 
 impl Live {
@@ -325,6 +328,21 @@ impl Link {
         self.changed.notify_waiters();
     }
 
+    /// Puts `live` (or nothing, the link then down) in the place of the
+    /// current connection, which is closed: its waiting requests fail and
+    /// its end starts no reconnection.
+    pub(crate) fn replace(&self, live: Option<Arc<Live>>) {
+        let old = std::mem::replace(&mut *self.live.lock(), live);
+        if let Some(old) = old {
+            old.retired.store(true, Ordering::Release);
+            old.conn.close(0u32.into(), b"reopened as a writer");
+            old.fail_all(&ClientError::ConnectionLost {
+                reason: "the connection was reopened as a writer's".into(),
+            });
+        }
+        self.wake_waiters();
+    }
+
     /// Closes the connection (on client shutdown).
     pub(crate) fn close(&self) {
         if let Some(live) = self.live.lock().take() {
@@ -337,7 +355,7 @@ impl Link {
 
 /// The role a link presents in its `Hello`.
 fn role_for(state: &ClientState, partition: usize) -> Role {
-    if state.config.writer {
+    if state.writer.load(Ordering::Acquire) {
         Role::Writer {
             partition: partition as u32,
             epoch: state.epoch_for_hello(),
@@ -347,11 +365,20 @@ fn role_for(state: &ClientState, partition: usize) -> Role {
     }
 }
 
-/// Opens a connection, runs the handshake, and starts the tasks that serve
-/// its control stream.
+/// Opens a connection, runs the handshake in the client's role, and starts
+/// the tasks that serve its control stream.
 pub(crate) async fn establish(
     state: &Arc<ClientState>,
     partition: usize,
+) -> Result<(Arc<Live>, Welcome), ClientError> {
+    establish_as(state, partition, role_for(state, partition)).await
+}
+
+/// [`establish`], presenting `role`.
+pub(crate) async fn establish_as(
+    state: &Arc<ClientState>,
+    partition: usize,
+    role: Role,
 ) -> Result<(Arc<Live>, Welcome), ClientError> {
     let connect_timeout = Duration::from_millis(state.config.connect_timeout_ms);
     let attempt = async {
@@ -372,7 +399,7 @@ pub(crate) async fn establish(
             id: 0,
             body: RequestBody::Hello(Hello {
                 protocol: PROTOCOL_VERSION,
-                role: role_for(state, partition),
+                role,
             }),
         };
         send.write_all(&encode_frame(&hello, &[]))
@@ -430,6 +457,7 @@ pub(crate) async fn establish(
             room: Arc::clone(&room),
             waiting: Mutex::new(Waiting::default()),
             dead: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
         });
         tokio::spawn(write_loop(send, rx, room));
         tokio::spawn(read_loop(
@@ -522,6 +550,9 @@ async fn read_loop(
         }
     };
     live.conn.close(0u32.into(), b"control stream ended");
+    if live.retired.load(Ordering::Acquire) {
+        return;
+    }
     if state.closing.load(Ordering::Acquire) {
         live.fail_all(&ClientError::ShutDown);
         return;

@@ -254,6 +254,8 @@ pub(crate) struct ClientState {
     endpoint: quinn::Endpoint,
     quic: quinn::ClientConfig,
     server_name: String,
+    /// True while the links present themselves as a writer's.
+    writer: AtomicBool,
     epoch: AtomicU64,
     /// The epoch that fenced this writer; 0 while it is not fenced.
     fenced_by: AtomicU64,
@@ -347,6 +349,7 @@ impl StorageClient {
                 reason: e.to_string(),
             })?;
         let server_name = host_of(&config.server).to_string();
+        let writer = config.writer;
         let probe_addr: SocketAddr = tokio::net::lookup_host(&config.server)
             .await
             .ok()
@@ -368,6 +371,7 @@ impl StorageClient {
             endpoint,
             quic,
             server_name,
+            writer: AtomicBool::new(writer),
             epoch: AtomicU64::new(0),
             fenced_by: AtomicU64::new(0),
             closing: AtomicBool::new(false),
@@ -433,6 +437,62 @@ impl StorageClient {
     /// The writer epoch this client holds.
     pub fn epoch(&self) -> u64 {
         self.state.epoch.load(Ordering::Acquire)
+    }
+
+    /// True while this client is a writer (configured as one, or promoted).
+    pub fn is_writer(&self) -> bool {
+        self.state.writer.load(Ordering::Acquire)
+    }
+
+    /// Turns a reader into the writer: the first link reopens as a writer,
+    /// which begins a new writer epoch on the storage node (every older
+    /// writer is fenced from then on: none of its writes commits after
+    /// this returns), then the other links reopen in that epoch. The reader
+    /// connections are closed; their waiting requests and key-log streams
+    /// fail. A link that cannot reopen now keeps reconnecting in the
+    /// background as a writer's. Returns the new epoch; a client that is
+    /// already a writer returns its epoch at once.
+    pub async fn promote(&self) -> Result<u64, ClientError> {
+        if self.is_writer() {
+            return Ok(self.epoch());
+        }
+        let state = &self.state;
+        let role = message::Role::Writer {
+            partition: 0,
+            epoch: None,
+        };
+        let (first, welcome) = link::establish_as(state, 0, role).await?;
+        state.epoch.store(welcome.epoch, Ordering::Release);
+        state.writer.store(true, Ordering::Release);
+        let links = state.links();
+        let rest: Vec<_> = (1..links.len())
+            .map(|i| {
+                let state = Arc::clone(state);
+                tokio::spawn(async move { link::establish(&state, i).await })
+            })
+            .collect();
+        if let Some(link) = links.first() {
+            link.replace(Some(first));
+        }
+        for (index, handle) in rest.into_iter().enumerate() {
+            let partition = index + 1;
+            let reason = match handle.await {
+                Ok(Ok((live, _))) => {
+                    links[partition].replace(Some(live));
+                    continue;
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => format!("connection task failed: {e}"),
+            };
+            tracing::warn!(
+                partition,
+                "could not reopen the connection as a writer's at once ({reason}); reconnecting"
+            );
+            links[partition].replace(None);
+            link::start_reconnect(Arc::clone(state), partition);
+        }
+        tracing::info!(epoch = welcome.epoch, "promoted to the writer");
+        Ok(welcome.epoch)
     }
 
     /// True once a newer writer has fenced this one.

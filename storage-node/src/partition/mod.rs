@@ -257,9 +257,9 @@ impl Partition {
 
     /// A snapshot of the partition's counters and ends.
     pub(crate) fn report(&self) -> PartitionReport {
-        let (committed_end, keylog_end) = {
+        let (committed_end, keylog_end, keylog_entries) = {
             let st = self.state.lock();
-            (st.committed_end(), st.keylog.end())
+            (st.committed_end(), st.keylog.end(), st.keylog.entries())
         };
         let c = &self.counters;
         PartitionReport {
@@ -272,6 +272,7 @@ impl Partition {
             large_writes: c.large_writes.load(Ordering::Relaxed),
             committed_end,
             keylog_end,
+            keylog_entries,
         }
     }
 
