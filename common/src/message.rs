@@ -20,6 +20,12 @@ use thiserror::Error;
 
 use crate::frame::{self, RawFrame};
 
+/// How long a storage node waits for a following reader to take a chunk of
+/// its key-log stream before it closes that stream (a reader that falls
+/// this far behind reconnects and catches up from its last sequence
+/// number).
+pub const FOLLOW_STALL_MS: u64 = 10_000;
+
 /// Version of this protocol; a node refuses a peer that speaks another.
 pub const PROTOCOL_VERSION: u32 = 3;
 
@@ -117,6 +123,19 @@ pub enum RequestBody<'a> {
     },
     /// Stream a partition's key log from `from_seq` on (bulk stream).
     ExportKeyLog {
+        /// The partition.
+        partition: u32,
+        /// Only frames with an entry at or above this sequence number.
+        from_seq: u64,
+    },
+    /// Stream a partition's key log from `from_seq` on, as
+    /// [`RequestBody::ExportKeyLog`] does, and then go on streaming what is
+    /// appended to it, for as long as the stream is open (bulk stream): a
+    /// reader follows the writer this way. The chunk that catches up with
+    /// the end is marked `done`; later chunks come as frames are appended
+    /// (each `done` too). A reader that does not take the bytes for
+    /// [`FOLLOW_STALL_MS`] is cut off.
+    FollowKeyLog {
         /// The partition.
         partition: u32,
         /// Only frames with an entry at or above this sequence number.

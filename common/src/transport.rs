@@ -11,6 +11,20 @@ use quinn_proto::HashedConnectionIdGenerator;
 
 use crate::tls::NodeIdentity;
 
+/// Most datagrams quinn hands to the kernel in one segmentation-offload
+/// (GSO) send (quinn's `MAX_TRANSMIT_SEGMENTS`).
+const QUINN_MAX_GSO_SEGMENTS: usize = 10;
+/// Most UDP payload bytes one GSO send may carry: the datagram the kernel
+/// segments is at most 65 535 bytes, 28 of them IPv4 and UDP headers.
+const MAX_GSO_SEND_PAYLOAD_BYTES: usize = 65_535 - 28;
+/// The largest datagram payload MTU discovery may reach: ten datagrams of
+/// this size still fit one GSO send. A larger send fails with `EMSGSIZE`,
+/// which quinn takes for a failed MTU probe and drops silently; whole
+/// batches of datagrams would vanish, MTU discovery would take the path for
+/// a black hole and fall back to 1200 bytes, and a new connection's bulk
+/// transfers would crawl through losses.
+pub const MAX_UDP_PAYLOAD_BYTES: u16 = (MAX_GSO_SEND_PAYLOAD_BYTES / QUINN_MAX_GSO_SEGMENTS) as u16;
+
 /// Tunable transport settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransportSettings {
@@ -19,6 +33,7 @@ pub struct TransportSettings {
     /// path carries it, so a high bound costs nothing on a 1500-byte link
     /// and lets loopback or jumbo-frame links carry a 4 KiB put in one
     /// datagram (about a third less CPU per put than three datagrams).
+    /// Capped at [`MAX_UDP_PAYLOAD_BYTES`].
     pub max_udp_payload_bytes: u16,
     /// Keep-alive period: persistent connections sit idle between bursts
     /// and would otherwise be closed by the idle timeout.
@@ -49,7 +64,7 @@ pub struct TransportSettings {
 impl Default for TransportSettings {
     fn default() -> Self {
         Self {
-            max_udp_payload_bytes: 9000,
+            max_udp_payload_bytes: MAX_UDP_PAYLOAD_BYTES,
             keep_alive_ms: 2_000,
             idle_timeout_ms: 10_000,
             stream_window_bytes: 32 << 20,
@@ -85,7 +100,7 @@ impl TransportSettings {
         // Losses under congestion can look like a black hole and drop the
         // datagram size to the 1200-byte minimum; probe again soon instead
         // of after quinn's default minute.
-        mtu.upper_bound(self.max_udp_payload_bytes)
+        mtu.upper_bound(self.max_udp_payload_bytes.min(MAX_UDP_PAYLOAD_BYTES))
             .black_hole_cooldown(Duration::from_secs(2));
         config.mtu_discovery_config(Some(mtu));
         config

@@ -1,21 +1,36 @@
 //! Index benchmark: bytes per key (the index's own accounting and the
 //! process's RSS growth) and insert and lookup throughput on 1 and 2
 //! threads, for the compute node's index and, in the same run, for
-//! `hashbrown::HashMap<Vec<u8>, Location>`.
+//! `hashbrown::HashMap<Vec<u8>, Location>`; then the rebuild of the index
+//! through a real storage node on loopback (1 Mi and 4 Mi 8-byte keys, one
+//! key-log frame per put), next to the raw export of the same key logs
+//! (bytes received and dropped) and to decoding and inserting the exported
+//! bytes without the network (into the index and into hashbrown).
 //!
 //! Each memory case runs in a child process of its own, so that the RSS
-//! delta of one case is not hidden by memory an earlier case freed.
+//! delta of one case is not hidden by memory an earlier case freed; so does
+//! each rebuild and each decode-and-insert run, on a fresh heap as a
+//! starting compute node's.
 //!
 //! `cargo bench -p compute-node --bench index` (add `-- --quick` for the
-//! small sizes only).
+//! small sizes only, `-- --rebuild-only` for the rebuild alone).
 
 use std::hash::BuildHasher;
 use std::process::Command;
-use std::sync::Barrier;
-use std::time::Instant;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use compute_node::index::{Index, Location};
+use compute_node::{Engine, EngineConfig};
 use parking_lot::RwLock;
+use splitkv_common::certs;
+use splitkv_common::client::{ClientConfig, StorageClient};
+use splitkv_common::record::{self, EntryKind, Frame};
+use splitkv_common::tls::NodeIdentity;
+use splitkv_common::transport::TransportSettings;
+use storage_node::server::{Server, ServerConfig};
+use storage_node::{StorageConfig, StorageEngine};
 
 type Reference = hashbrown::HashMap<Vec<u8>, Location>;
 
@@ -198,7 +213,24 @@ fn main() {
         memory_case(&args[2], key_len, keys);
         return;
     }
+    if args.get(1).map(String::as_str) == Some("--rebuild-case") {
+        let keys = args[4].parse().expect("key count");
+        rebuild_child(&args[2], &args[3], &args[5], keys);
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
+    let mebi = 1u64 << 20;
+    if !args.iter().any(|a| a == "--rebuild-only") {
+        memory_and_throughput(quick);
+    }
+    println!();
+    let sizes: &[u64] = if quick { &[mebi] } else { &[mebi, 4 * mebi] };
+    for &keys in sizes {
+        rebuild_case(keys);
+    }
+}
+
+fn memory_and_throughput(quick: bool) {
     let mebi = 1u64 << 20;
     let mut cases = vec![
         (8usize, mebi),
@@ -215,8 +247,8 @@ fn main() {
         "memory (bytes per key: accounted / RSS delta; bound for the index: 32 for 8-byte keys, key length + 24)"
     );
     println!(
-        "{:>9} {:>9} {:>22} {:>22}",
-        "key bytes", "keys", "index", "hashbrown<Vec<u8>,_>"
+        "{:>9} {:>9} {:>22} {:>22} {:>22}",
+        "key bytes", "keys", "index", "index reserved", "hashbrown<Vec<u8>,_>"
     );
     for (key_len, keys) in cases {
         let show = |r: Option<(f64, f64)>| {
@@ -263,4 +295,424 @@ fn main() {
             ref_lookup / 1e6
         );
     }
+}
+
+/// Partitions of the benchmark's storage node (the storage node's default).
+const REBUILD_PARTITIONS: usize = 16;
+/// Value bytes of every key the rebuild benchmark writes.
+const REBUILD_VALUE_BYTES: usize = 16;
+/// Runs of each rebuild measurement (the best and the worst are shown).
+const REBUILD_RUNS: usize = 5;
+/// Threads writing the keys before the measurements.
+const WRITER_THREADS: usize = 2;
+
+/// A storage node served from a runtime of its own on loopback, as a
+/// storage-node process on the same host would be.
+struct BenchNode {
+    dir: tempfile::TempDir,
+    port: u16,
+    engine: Arc<StorageEngine>,
+    runtime: tokio::runtime::Runtime,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl BenchNode {
+    /// A fresh storage node holding `keys` 8-byte keys, one put each (so
+    /// one key-log frame each), spread round robin over the partitions.
+    fn with_keys(keys: u64) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        certs::generate_cluster(
+            &dir.path().join("certs"),
+            &certs::DEFAULT_STORAGE_NAMES,
+            false,
+        )
+        .expect("certs");
+        let mut config = StorageConfig::new(dir.path().join("data"));
+        config.partitions = REBUILD_PARTITIONS;
+        let engine = Arc::new(StorageEngine::open(config).expect("open storage engine"));
+        std::thread::scope(|scope| {
+            for writer in 0..WRITER_THREADS as u64 {
+                let engine = &engine;
+                scope.spawn(move || {
+                    let value = [0x5au8; REBUILD_VALUE_BYTES];
+                    let mut i = writer;
+                    while i < keys {
+                        let partition = (i % REBUILD_PARTITIONS as u64) as usize;
+                        engine
+                            .put(partition, &i.to_le_bytes(), &value)
+                            .expect("put");
+                        i += WRITER_THREADS as u64;
+                    }
+                });
+            }
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("storage-node")
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let identity =
+            NodeIdentity::load(&dir.path().join("certs").join("storage")).expect("identity");
+        let server_config = ServerConfig {
+            listen: "127.0.0.1:0".parse().expect("address"),
+            transport: TransportSettings::default(),
+        };
+        let server = {
+            let _guard = runtime.enter();
+            Server::bind(Arc::clone(&engine), &identity, &server_config).expect("bind")
+        };
+        let port = server.local_addr().expect("address").port();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = runtime.spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Self {
+            dir,
+            port,
+            engine,
+            runtime,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    fn compute_identity(&self) -> Arc<NodeIdentity> {
+        Arc::new(
+            NodeIdentity::load(&self.dir.path().join("certs").join("compute"))
+                .expect("compute identity"),
+        )
+    }
+
+    fn server(&self) -> String {
+        format!("localhost:{}", self.port)
+    }
+}
+
+impl Drop for BenchNode {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = self.runtime.block_on(task);
+        }
+        let _ = self.engine.close();
+    }
+}
+
+/// CPU seconds this process (storage node included) has used, user and
+/// system, at the kernel's clock-tick resolution (assumed 100 Hz).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime: fields 14 and 15 of the line, 11 and 12 here.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// A runtime like the compute node's engine's (two workers).
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("bench-client")
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Exports every partition's key log in parallel on a reader's connections,
+/// handing each chunk to `keep`; returns the bytes exported.
+async fn export_all(
+    client: &Arc<StorageClient>,
+    keep: impl Fn(Bytes) + Clone + Send + Sync + 'static,
+) -> u64 {
+    let exports: Vec<_> = (0..client.partitions())
+        .map(|partition| {
+            let client = Arc::clone(client);
+            let keep = keep.clone();
+            tokio::spawn(async move {
+                let mut bytes = 0u64;
+                client
+                    .export_keylog(partition, 0, |chunk| {
+                        bytes += chunk.len() as u64;
+                        keep(chunk);
+                        Ok(())
+                    })
+                    .await
+                    .expect("export");
+                bytes
+            })
+        })
+        .collect();
+    let mut bytes = 0;
+    for export in exports {
+        bytes += export.await.expect("export task");
+    }
+    bytes
+}
+
+/// Decodes every entry of a run of key-log frames, as a rebuild does.
+fn for_each_entry<'a>(frames: &'a [u8], mut f: impl FnMut(&'a [u8], Location)) {
+    let mut at = 0;
+    while at < frames.len() {
+        let (frame, used) = record::decode_frame(&frames[at..]).expect("frame");
+        if let Frame::Entries(entries) = frame {
+            for entry in entries.iter() {
+                let entry = entry.expect("entry");
+                let location = match entry.kind {
+                    EntryKind::Put => Location {
+                        seq: entry.seq,
+                        offset: entry.value_offset,
+                        len: entry.record_len() as u32,
+                        partition: 0,
+                    },
+                    EntryKind::Delete => Location::tombstone(entry.seq, 0),
+                    // The benchmark's logs hold no clears.
+                    EntryKind::Clear => continue,
+                };
+                f(entry.key, location);
+            }
+        }
+        at += used;
+    }
+}
+
+/// Decodes `chunks` and inserts them into a reserved index with
+/// [`Index::apply_many`] a chunk at a time on two threads (each taking
+/// every other chunk), as a rebuild without the network would.
+fn decode_insert_index(chunks: &[Bytes], keys: u64) -> Index {
+    let index = Index::new();
+    index.reserve(keys);
+    std::thread::scope(|scope| {
+        for thread in 0..2 {
+            let index = &index;
+            let builder = std::thread::Builder::new().name("decode-insert".into());
+            let spawned = builder.spawn_scoped(scope, move || {
+                let mut changes: Vec<(&[u8], Location)> = Vec::new();
+                for chunk in chunks.iter().skip(thread).step_by(2) {
+                    changes.clear();
+                    for_each_entry(chunk, |key, location| changes.push((key, location)));
+                    index.apply_many(&changes);
+                }
+            });
+            spawned.expect("spawn a decoding thread");
+        }
+    });
+    assert_eq!(index.live_keys(), keys);
+    index
+}
+
+/// Decodes `chunks` and inserts them into one hashbrown map on one thread
+/// (reserved up front, keys copied into `Vec`s).
+fn decode_insert_hashbrown(chunks: &[Bytes], keys: u64) -> Reference {
+    let mut map = Reference::default();
+    map.reserve(keys as usize);
+    for chunk in chunks {
+        for_each_entry(chunk, |key, location| {
+            let newer = map.get(key).is_none_or(|old| old.seq < location.seq);
+            if newer {
+                map.insert(key.to_vec(), location);
+            }
+        });
+    }
+    assert_eq!(map.len() as u64, keys);
+    map
+}
+
+/// Wall-clock and process CPU seconds of each run of one measurement.
+#[derive(Default)]
+struct Runs(Vec<(f64, f64)>);
+
+impl Runs {
+    /// Runs `work` once, timing it; returns what it returns.
+    fn time<T>(&mut self, work: impl FnOnce() -> T) -> T {
+        let (wall, cpu) = (Instant::now(), cpu_seconds());
+        let out = work();
+        self.0
+            .push((wall.elapsed().as_secs_f64(), cpu_seconds() - cpu));
+        out
+    }
+
+    fn best(&self) -> f64 {
+        self.0.iter().map(|r| r.0).fold(f64::MAX, f64::min)
+    }
+
+    fn median(&self) -> (f64, f64) {
+        let mut runs = self.0.clone();
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        runs.get(runs.len() / 2).copied().unwrap_or_default()
+    }
+
+    fn show(&self, name: &str, log_mib: f64, keys: u64) {
+        let (median, median_cpu) = self.median();
+        let walls: Vec<String> = self.0.iter().map(|r| format!("{:.3}", r.0)).collect();
+        let cpu = if median_cpu.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{median_cpu:.2}")
+        };
+        println!(
+            "  {name:<46} {:>6.3} {median:>6.3} {cpu:>6} {:>7.0} {:>7.2}   {}",
+            self.best(),
+            log_mib / median,
+            keys as f64 / median / 1e6,
+            walls.join(" ")
+        );
+    }
+}
+
+/// Runs one measurement in a child process of its own (`case`: `engine`,
+/// `decode-index` or `decode-hashbrown`, see [`rebuild_child`]); returns
+/// its two (wall, CPU) figures.
+fn run_rebuild_child(node: &BenchNode, case: &str, keys: u64) -> Option<[(f64, f64); 2]> {
+    let exe = std::env::current_exe().ok()?;
+    let certs = node.dir.path().join("certs").join("compute");
+    let output = Command::new(exe)
+        .arg("--rebuild-case")
+        .arg(node.server())
+        .arg(certs)
+        .arg(keys.to_string())
+        .arg(case)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let numbers: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    match numbers[..] {
+        [a, b, c, d] => Some([(a, b), (c, d)]),
+        _ => None,
+    }
+}
+
+/// Child process of a rebuild measurement, on a fresh heap as a starting
+/// compute node's: `engine` connects an engine (printing the connect's
+/// wall and CPU seconds, then the rebuild's wall seconds and NaN);
+/// `decode-index` and `decode-hashbrown` export every key log into memory
+/// and then time decoding and inserting it (printing wall and CPU seconds,
+/// twice).
+fn rebuild_child(server: &str, certs: &str, case: &str, keys: u64) {
+    let identity = Arc::new(NodeIdentity::load(std::path::Path::new(certs)).expect("identity"));
+    let mut runs = Runs::default();
+    if case == "engine" {
+        let mut config = EngineConfig::new(server, identity);
+        config.writer = false;
+        let engine = runs.time(|| Engine::connect(config).expect("connect engine"));
+        assert_eq!(engine.len(), keys);
+        let rebuild_seconds = Duration::from_millis(engine.stats().rebuild_ms).as_secs_f64();
+        let (wall, cpu) = runs.0[0];
+        println!("{wall} {cpu} {rebuild_seconds} NaN");
+        return;
+    }
+    let runtime = client_runtime();
+    let mut config = ClientConfig::new(server, identity);
+    config.writer = false;
+    let client = Arc::new(
+        runtime
+            .block_on(StorageClient::connect(config))
+            .expect("connect a reader"),
+    );
+    let kept = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let keep = {
+        let kept = Arc::clone(&kept);
+        move |chunk| kept.lock().push(chunk)
+    };
+    runtime.block_on(export_all(&client, keep));
+    let chunks = std::mem::take(&mut *kept.lock());
+    drop(client);
+    drop(runtime);
+    match case {
+        "decode-index" => drop(runs.time(|| decode_insert_index(&chunks, keys))),
+        _ => drop(runs.time(|| decode_insert_hashbrown(&chunks, keys))),
+    }
+    let (wall, cpu) = runs.0[0];
+    println!("{wall} {cpu} {wall} {cpu}");
+}
+
+fn rebuild_case(keys: u64) {
+    let setup = Instant::now();
+    let node = BenchNode::with_keys(keys);
+    println!(
+        "rebuild through a storage node on loopback: {keys} 8-byte keys, one put each, \
+         {REBUILD_PARTITIONS} partitions ({:.1} s to write them)",
+        setup.elapsed().as_secs_f64()
+    );
+
+    let runtime = client_runtime();
+    let connect = || {
+        let mut config = ClientConfig::new(node.server(), node.compute_identity());
+        config.writer = false;
+        Arc::new(
+            runtime
+                .block_on(StorageClient::connect(config))
+                .expect("connect a reader"),
+        )
+    };
+    // Each on connections of its own, as a starting compute node's rebuild.
+    let mut fresh_export = Runs::default();
+    let mut log_bytes = 0;
+    for _ in 0..REBUILD_RUNS {
+        let client = connect();
+        log_bytes = fresh_export.time(|| runtime.block_on(export_all(&client, |_| {})));
+    }
+    // Again and again on the same connections (after one export to warm
+    // them up).
+    let client = connect();
+    runtime.block_on(export_all(&client, |_| {}));
+    let mut warm_export = Runs::default();
+    for _ in 0..REBUILD_RUNS {
+        warm_export.time(|| runtime.block_on(export_all(&client, |_| {})));
+    }
+    drop(client);
+    drop(runtime);
+
+    let mut decode_index = Runs::default();
+    let mut decode_hashbrown = Runs::default();
+    let mut rebuild = Runs::default();
+    let mut engine_connect = Runs::default();
+    for _ in 0..REBUILD_RUNS {
+        let child = |case: &str| {
+            run_rebuild_child(&node, case, keys)
+                .unwrap_or_else(|| panic!("rebuild case {case} failed"))
+        };
+        decode_index.0.push(child("decode-index")[0]);
+        decode_hashbrown.0.push(child("decode-hashbrown")[0]);
+        let [connect, rebuilt] = child("engine");
+        engine_connect.0.push(connect);
+        rebuild.0.push(rebuilt);
+    }
+
+    let mib = log_bytes as f64 / f64::from(1 << 20);
+    println!(
+        "  key logs: {mib:.1} MiB; {REBUILD_RUNS} runs each (seconds: best, median, CPU seconds of the median \
+         run: the whole process for the exports, storage node included; the compute side alone for the rest, \
+         each run in a new process as a starting compute node)"
+    );
+    println!(
+        "  {:<46} {:>6} {:>6} {:>6} {:>7} {:>7}   runs",
+        "", "best", "median", "CPU", "MiB/s", "Mkeys/s"
+    );
+    fresh_export.show("raw export, new connections", mib, keys);
+    warm_export.show("raw export, warm connections", mib, keys);
+    decode_index.show("decode + insert, no network: index, 2 threads", mib, keys);
+    decode_hashbrown.show("decode + insert, no network: hashbrown, 1 thr", mib, keys);
+    rebuild.show("rebuild (EngineStats::rebuild_ms)", mib, keys);
+    engine_connect.show("Engine::connect (connections + rebuild)", mib, keys);
+    println!(
+        "  rebuild / raw export on new connections (medians): {:.2}",
+        rebuild.median().0 / fresh_export.median().0
+    );
 }

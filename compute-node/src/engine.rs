@@ -14,7 +14,7 @@
 //! pulls a partition's key-log tail after its connection comes back.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -42,6 +42,8 @@ pub(crate) struct Counters {
     pub(crate) window_fetch_bytes: AtomicU64,
     pub(crate) tail_pulls: AtomicU64,
     pub(crate) clears: AtomicU64,
+    /// Milliseconds the start's index rebuild took.
+    pub(crate) rebuild_ms: AtomicU64,
 }
 
 /// A snapshot of the engine's state, for INFO and benchmarks.
@@ -86,6 +88,10 @@ pub struct EngineStats {
     pub window_fetch_bytes: u64,
     /// Key-log tails pulled after reconnections.
     pub tail_pulls: u64,
+    /// Milliseconds the index rebuild at start took (every partition's key
+    /// log exported and merged, tombstones dropped; connecting not
+    /// included).
+    pub rebuild_ms: u64,
 }
 
 impl EngineStats {
@@ -124,6 +130,11 @@ pub(crate) struct Inner {
     pub(crate) counters: Counters,
     pub(crate) handle: tokio::runtime::Handle,
     next_partition: AtomicUsize,
+    /// Woken each time a reader applies followed key-log entries.
+    pub(crate) applied: tokio::sync::Notify,
+    /// Per partition, for a reader: its key-log stream has caught up with
+    /// the end it found and is following what is appended.
+    pub(crate) follow_caught_up: Vec<AtomicBool>,
 }
 
 impl Inner {
@@ -248,6 +259,57 @@ impl Engine {
         self.inner.partitions()
     }
 
+    /// True for a writer; false for a reader, which follows the writer's
+    /// key logs and refuses writes.
+    pub fn is_writer(&self) -> bool {
+        self.inner.config.writer
+    }
+
+    /// The highest sequence number this engine has applied (acknowledged
+    /// to it, or, for a reader, followed).
+    pub fn applied_seq(&self) -> u64 {
+        self.inner
+            .acked_seq
+            .iter()
+            .map(|seq| seq.load(Ordering::Acquire))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// For a reader: true while every partition's key-log stream has caught
+    /// up with the end it found and follows what is appended.
+    pub fn following(&self) -> bool {
+        self.inner
+            .follow_caught_up
+            .iter()
+            .all(|caught_up| caught_up.load(Ordering::Acquire))
+    }
+
+    /// Waits until `condition` holds, checking it again each time a reader
+    /// applies followed key-log entries; returns false if `timeout` passes
+    /// first. Blocking (not to be called from inside an async task); for
+    /// readers (a writer's own writes need no wait).
+    pub fn wait_until(
+        &self,
+        timeout: Duration,
+        mut condition: impl FnMut(&Engine) -> bool,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        self.inner.handle.block_on(async {
+            loop {
+                let applied = self.inner.applied.notified();
+                let mut applied = std::pin::pin!(applied);
+                applied.as_mut().enable();
+                if condition(self) {
+                    return true;
+                }
+                if tokio::time::timeout_at(deadline, applied).await.is_err() {
+                    return condition(self);
+                }
+            }
+        })
+    }
+
     /// A partition for a new caller that wants its writes kept in order
     /// (for example one RESP client connection).
     pub fn assign_partition(&self) -> usize {
@@ -280,6 +342,7 @@ impl Engine {
             window_fetches: c.window_fetches.load(Ordering::Relaxed),
             window_fetch_bytes: c.window_fetch_bytes.load(Ordering::Relaxed),
             tail_pulls: c.tail_pulls.load(Ordering::Relaxed),
+            rebuild_ms: c.rebuild_ms.load(Ordering::Relaxed),
         }
     }
 
@@ -341,10 +404,20 @@ async fn connect_inner(
         counters: Counters::default(),
         handle,
         next_partition: AtomicUsize::new(0),
+        applied: tokio::sync::Notify::new(),
+        follow_caught_up: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
     });
     tokio::spawn(follow_link_events(Arc::downgrade(&inner), events_rx));
     let started = std::time::Instant::now();
     rebuild::rebuild_index(&inner).await?;
+    let rebuild_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    inner
+        .counters
+        .rebuild_ms
+        .store(rebuild_ms, Ordering::Relaxed);
+    if !inner.config.writer {
+        crate::follow::spawn_followers(&inner);
+    }
     let stats = inner.index.stats();
     tracing::info!(
         keys = stats.live_keys,

@@ -7,6 +7,7 @@ mod cache;
 pub mod config;
 mod engine;
 pub mod error;
+mod follow;
 pub mod index;
 mod ops;
 mod rebuild;

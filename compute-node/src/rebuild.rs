@@ -19,12 +19,13 @@ use crate::index::Location;
 
 /// What one export brought.
 #[derive(Debug, Default, Clone, Copy)]
-struct Merged {
-    max_seq: u64,
+pub(crate) struct Merged {
+    /// Highest sequence number of any entry.
+    pub(crate) max_seq: u64,
     /// Highest clear entry (FLUSHALL) seen.
     clear_seq: u64,
     /// End of the furthest record any entry points at.
-    value_end: u64,
+    pub(crate) value_end: u64,
 }
 
 /// Key-log bytes of a one-entry frame with an 8-byte key, the smallest
@@ -40,7 +41,7 @@ const PRESIZE_ENTRY_BYTES: u64 =
 /// of the chunk: the clear removes what the chunk and earlier chunks of any
 /// partition brought below it, and refuses what later chunks bring below
 /// it, so the order in which partitions arrive does not matter.
-fn merge_frames(
+pub(crate) fn merge_frames(
     inner: &Inner,
     partition: usize,
     frames: &Bytes,
@@ -87,13 +88,25 @@ fn merge_frames(
     Ok(())
 }
 
+/// Runs `merge` on this thread after handing the runtime worker's other
+/// tasks (the connections' drivers among them) to another thread, so that
+/// the exports' packets keep being received and acknowledged while a chunk
+/// is merged. On a runtime of one thread it just runs `merge`.
+fn off_the_runtime<T>(merge: impl FnOnce() -> T) -> T {
+    let flavor = tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor());
+    match flavor {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(merge),
+        _ => merge(),
+    }
+}
+
 /// Pulls `partition`'s key log from `from_seq` on into the index.
 async fn pull(inner: &Arc<Inner>, partition: usize, from_seq: u64) -> Result<Merged> {
     let mut merged = Merged::default();
     inner
         .client
         .export_keylog(partition, from_seq, |frames| {
-            merge_frames(inner, partition, &frames, &mut merged)
+            off_the_runtime(|| merge_frames(inner, partition, &frames, &mut merged))
         })
         .await?;
     inner.note_acked(partition, merged.max_seq);

@@ -312,6 +312,12 @@ impl StorageEngine {
             .export(from, min_seq, max_bytes, out)
     }
 
+    /// The end of `partition`'s key log, changing after every append, for a
+    /// reader that follows it (see [`StorageEngine::export_keylog`]).
+    pub fn watch_keylog(&self, partition: usize) -> Result<tokio::sync::watch::Receiver<u64>> {
+        Ok(self.partition(partition)?.watch_keylog())
+    }
+
     /// Makes everything acknowledged so far durable against power loss,
     /// whatever the durability mode.
     pub fn sync(&self) -> Result<()> {

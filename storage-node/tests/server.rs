@@ -128,6 +128,34 @@ fn any_port() -> SocketAddr {
     "127.0.0.1:0".parse().expect("address")
 }
 
+/// Every entry of `partition`'s key log in frames with an entry at or
+/// above `from_seq`: (partition, key, kind, seq).
+async fn exported_entries(
+    client: &StorageClient,
+    partition: usize,
+    from_seq: u64,
+) -> Vec<(usize, Vec<u8>, EntryKind, u64)> {
+    let mut entries = Vec::new();
+    client
+        .export_keylog(partition, from_seq, |frames| {
+            let mut at = 0;
+            while at < frames.len() {
+                let (frame, used) = record::decode_frame(&frames[at..])
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                if let Frame::Entries(list) = frame {
+                    for entry in list.iter().flatten() {
+                        entries.push((partition, entry.key.to_vec(), entry.kind, entry.seq));
+                    }
+                }
+                at += used;
+            }
+            Ok(())
+        })
+        .await
+        .expect("export");
+    entries
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn puts_gets_batches_ranges_and_exports_round_trip() {
     let cluster = cluster();
@@ -181,23 +209,7 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
 
     let mut entries = Vec::new();
     for partition in 0..4 {
-        client
-            .export_keylog(partition, 0, |frames| {
-                let mut at = 0;
-                while at < frames.len() {
-                    let (frame, used) = record::decode_frame(&frames[at..])
-                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                    if let Frame::Entries(list) = frame {
-                        for entry in list.iter().flatten() {
-                            entries.push((partition, entry.key.to_vec(), entry.kind, entry.seq));
-                        }
-                    }
-                    at += used;
-                }
-                Ok(())
-            })
-            .await
-            .expect("export");
+        entries.extend(exported_entries(&client, partition, 0).await);
     }
     assert_eq!(entries.len(), 6, "{entries:?}");
     assert!(entries.contains(&(3, b"alpha".to_vec(), EntryKind::Delete, deleted.seq)));
@@ -219,31 +231,14 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
     let cleared = call(client.clear(1)).await.expect("clear");
     let mut clears = Vec::new();
     for partition in 0..4 {
-        client
-            .export_keylog(partition, deleted.seq + 1, |frames| {
-                let mut at = 0;
-                while at < frames.len() {
-                    let (frame, used) = record::decode_frame(&frames[at..])
-                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                    if let Frame::Entries(list) = frame {
-                        for entry in list.iter().flatten() {
-                            if entry.seq > deleted.seq {
-                                clears.push((partition, entry.kind, entry.key.len(), entry.seq));
-                            }
-                        }
-                    }
-                    at += used;
-                }
-                Ok(())
-            })
-            .await
-            .expect("export");
+        clears.extend(exported_entries(&client, partition, deleted.seq + 1).await);
     }
+    clears.retain(|entry| entry.3 > deleted.seq);
     assert_eq!(clears.len(), 4, "{clears:?}");
     assert!(
         clears
             .iter()
-            .all(|&(_, kind, key_len, _)| kind == EntryKind::Clear && key_len == 0)
+            .all(|(_, key, kind, _)| *kind == EntryKind::Clear && key.is_empty())
     );
     assert_eq!(clears.iter().map(|c| c.3).max(), Some(cleared.seq));
 

@@ -716,6 +716,7 @@ impl StorageClient {
         &self,
         partition: usize,
         body: RequestBody<'_>,
+        idle: BulkIdle,
         mut on_frame: impl FnMut(ResponseBody, Bytes) -> Result<bool, ClientError>,
     ) -> Result<(), ClientError> {
         let live = self.live(partition % self.partitions().max(1))?;
@@ -743,21 +744,27 @@ impl StorageClient {
             FrameDecoder::trusting_with_buffer(self.state.response_limit_bytes, buffer);
         // The deadline bounds each wait for more bytes, not the whole
         // transfer: an export of a large key log may take longer than one
-        // request's deadline while bytes keep arriving.
+        // request's deadline while bytes keep arriving. A followed key log
+        // may be quiet for any time: only the connection's liveness bounds
+        // that wait.
+        let wait_limit = match idle {
+            BulkIdle::Deadline => self.timeout(),
+            BulkIdle::Unbounded => Duration::MAX,
+        };
         let result = loop {
-            let chunk =
-                match tokio::time::timeout(self.timeout(), recv.read_chunk(4 << 20, true)).await {
-                    Err(_) => break Err(missed()),
-                    Ok(Ok(Some(chunk))) => chunk,
-                    Ok(Ok(None)) => {
-                        let reason = match decoder.finish() {
-                            Err(e) => e.to_string(),
-                            Ok(()) => "bulk stream ended before its last frame".into(),
-                        };
-                        break Err(ClientError::Protocol(reason));
-                    }
-                    Ok(Err(e)) => break Err(link::read_error(&self.state, e)),
-                };
+            let read = recv.read_chunk(4 << 20, true);
+            let chunk = match tokio::time::timeout(wait_limit, read).await {
+                Err(_) => break Err(missed()),
+                Ok(Ok(Some(chunk))) => chunk,
+                Ok(Ok(None)) => {
+                    let reason = match decoder.finish() {
+                        Err(e) => e.to_string(),
+                        Ok(()) => "bulk stream ended before its last frame".into(),
+                    };
+                    break Err(ClientError::Protocol(reason));
+                }
+                Ok(Err(e)) => break Err(link::read_error(&self.state, e)),
+            };
             if let Err(e) = decoder.push(&chunk.bytes) {
                 break Err(ClientError::Protocol(e.to_string()));
             }
@@ -787,13 +794,18 @@ impl StorageClient {
             offset,
             max_len: max_len as u32,
         };
-        self.bulk(partition, body, |body, blob| match body {
-            ResponseBody::Range { committed_end } => {
-                out = Some((blob, committed_end));
-                Ok(true)
-            }
-            other => Err(unexpected(&other)),
-        })
+        self.bulk(
+            partition,
+            body,
+            BulkIdle::Deadline,
+            |body, blob| match body {
+                ResponseBody::Range { committed_end } => {
+                    out = Some((blob, committed_end));
+                    Ok(true)
+                }
+                other => Err(unexpected(&other)),
+            },
+        )
         .await?;
         out.ok_or_else(|| ClientError::Protocol("range read without a range".into()))
     }
@@ -812,16 +824,53 @@ impl StorageClient {
             partition: partition as u32,
             from_seq,
         };
-        self.bulk(partition, body, |body, blob| match body {
-            ResponseBody::ExportChunk { end, done, .. } => {
-                end_seen = end;
-                on_chunk(blob)?;
-                Ok(done)
-            }
-            other => Err(unexpected(&other)),
-        })
+        self.bulk(
+            partition,
+            body,
+            BulkIdle::Deadline,
+            |body, blob| match body {
+                ResponseBody::ExportChunk { end, done, .. } => {
+                    end_seen = end;
+                    on_chunk(blob)?;
+                    Ok(done)
+                }
+                other => Err(unexpected(&other)),
+            },
+        )
         .await?;
         Ok(end_seen)
+    }
+
+    /// Follows `partition`'s key log from `from_seq` on (see
+    /// [`RequestBody::FollowKeyLog`]): `on_chunk` receives runs of whole,
+    /// checksummed key-log frames as they are appended, with `true` once
+    /// the stream has caught up with the end it found. Runs until the
+    /// stream or its connection ends (then an error: follow again from the
+    /// last sequence number applied) or `on_chunk` fails; no deadline
+    /// applies to the wait for new entries, and waiting costs nothing.
+    pub async fn follow_keylog(
+        &self,
+        partition: usize,
+        from_seq: u64,
+        mut on_chunk: impl FnMut(Bytes, bool) -> Result<(), ClientError>,
+    ) -> Result<(), ClientError> {
+        let body = RequestBody::FollowKeyLog {
+            partition: partition as u32,
+            from_seq,
+        };
+        self.bulk(
+            partition,
+            body,
+            BulkIdle::Unbounded,
+            |body, blob| match body {
+                ResponseBody::ExportChunk { done, .. } => {
+                    on_chunk(blob, done)?;
+                    Ok(false)
+                }
+                other => Err(unexpected(&other)),
+            },
+        )
+        .await
     }
 
     /// Closes every connection; waiting requests fail with
@@ -846,6 +895,15 @@ fn written(reply: Reply) -> Result<WriteAck, ClientError> {
         ResponseBody::Written(ack) => Ok(ack),
         other => Err(unexpected(&other)),
     }
+}
+
+/// How long a bulk transfer may wait for its next bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BulkIdle {
+    /// A request's deadline.
+    Deadline,
+    /// As long as the connection lives (a followed key log).
+    Unbounded,
 }
 
 /// Receive buffers of bulk transfers kept for reuse.

@@ -14,10 +14,12 @@
 //! is 7/8 full, so growth copies one small table at a time and never holds
 //! two copies of the whole index; [`Index::reserve`] sizes every table for
 //! an expected key count up front. Keys are compared byte for byte: the hash
-//! tag only picks candidates. Measured by the index's own accounting at 1 Mi
-//! keys: about 31 bytes per 8-byte key and at most the key length + 24 bytes
-//! for keys shorter than 127 bytes (longer keys: + 27, their length taking one
-//! or two bytes).
+//! tag only picks candidates. Arena pages are 4 KiB, each costing an
+//! 8-byte pointer and a 4-byte entry start besides its bytes. Measured by
+//! the index's own accounting at 1 Mi keys: about 31 bytes per 8-byte key,
+//! at most the key length + 24 bytes for keys of up to 127 bytes, and the
+//! key length + 25 at 200 bytes, + 28 at 1 KiB (their length takes one or
+//! two bytes more, and fewer keys share each page's costs).
 //!
 //! Limits: a location whose seq, offset, record length or partition passes
 //! the packed widths ([`PACKED_MAX_SEQ`] and friends) is kept whole in a side
@@ -41,6 +43,10 @@ use shard::Shard;
 /// shard).
 pub const SHARDS: usize = 256;
 const SHARD_SHIFT: u32 = 64 - SHARDS.trailing_zeros();
+
+/// Changes of a batch whose table lines [`Index::apply_many`] reads ahead
+/// together before applying them one by one.
+const TOUCH_AHEAD: usize = 16;
 
 /// The hasher the index uses unless given another.
 pub type DefaultHasher = hashbrown::DefaultHashBuilder;
@@ -191,50 +197,64 @@ impl<S: BuildHasher> Index<S> {
     /// once for all of its changes (a rebuild applies a key-log chunk at a
     /// time this way). Returns how many changed the index.
     ///
+    /// The changes are first copied, with their hashes, into shard order
+    /// (a counting sort), so that applying them reads one run per shard
+    /// front to back rather than jumping around the batch.
+    ///
     /// # Panics
     /// As [`Index::apply`].
     pub fn apply_many(&self, changes: &[(&[u8], Location)]) -> usize {
+        let Some(&(first_key, _)) = changes.first() else {
+            return 0;
+        };
+        let mut starts = [0usize; SHARDS + 1];
         let hashes: Vec<u64> = changes
             .iter()
-            .map(|(key, _)| self.hasher.hash_one(key))
+            .map(|(key, _)| {
+                let hash = self.hasher.hash_one(key);
+                starts[(hash >> SHARD_SHIFT) as usize + 1] += 1;
+                hash
+            })
             .collect();
-        let mut starts = vec![0usize; SHARDS + 1];
-        for hash in &hashes {
-            starts[(hash >> SHARD_SHIFT) as usize + 1] += 1;
-        }
         for shard in 0..SHARDS {
             starts[shard + 1] += starts[shard];
         }
-        let mut next = starts.clone();
-        let mut order = vec![0usize; changes.len()];
-        for (i, hash) in hashes.iter().enumerate() {
+        let mut next = starts;
+        let mut sorted = vec![(0u64, first_key, Location::tombstone(0, 0)); changes.len()];
+        for (&hash, &(key, location)) in hashes.iter().zip(changes) {
             let shard = (hash >> SHARD_SHIFT) as usize;
-            order[next[shard]] = i;
+            sorted[next[shard]] = (hash, key, location);
             next[shard] += 1;
         }
+        drop(hashes);
         // Concurrent callers start at different shards rather than queue
         // behind each other shard after shard.
-        let first = hashes
-            .first()
-            .map_or(0, |hash| (hash >> SHARD_SHIFT) as usize);
+        let first = (sorted[0].0 >> SHARD_SHIFT) as usize;
         let mut changed = 0;
         // Counted once per batch: one shared counter updated per change
         // would bounce its cache line between the threads of a rebuild.
         let mut live_delta = 0i64;
         for step in 0..SHARDS {
             let shard_index = (first + step) % SHARDS;
-            let run = &order[starts[shard_index]..starts[shard_index + 1]];
+            let run = &sorted[starts[shard_index]..starts[shard_index + 1]];
             if run.is_empty() {
                 continue;
             }
             let mut shard = self.shards[shard_index].write();
-            for &i in run {
-                let (key, location) = changes[i];
-                let change = self
-                    .apply_locked(&mut shard, hashes[i], key, location)
-                    .unwrap_or_else(|e| panic!("{e}"));
-                changed += usize::from(change.applied);
-                live_delta += change.live_delta();
+            for window in run.chunks(TOUCH_AHEAD) {
+                // Independent reads of a window's table lines are waited
+                // for together rather than one miss after another.
+                let touched = window
+                    .iter()
+                    .fold(0, |acc, &(hash, _, _)| acc ^ shard.touch(hash));
+                std::hint::black_box(touched);
+                for &(hash, key, location) in window {
+                    let change = self
+                        .apply_locked(&mut shard, hash, key, location)
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    changed += usize::from(change.applied);
+                    live_delta += change.live_delta();
+                }
             }
         }
         self.count_live(live_delta);

@@ -143,10 +143,21 @@ impl Entry {
     }
 }
 
+/// One arena page.
+type Page = Box<[u8; PAGE_BYTES]>;
+
+/// A zeroed page, allocated in place.
+fn new_page() -> Page {
+    let page: Box<[u8]> = vec![0u8; PAGE_BYTES].into_boxed_slice();
+    page.try_into()
+        .unwrap_or_else(|_| unreachable!("the page has PAGE_BYTES bytes"))
+}
+
 /// Pages of entries laid end to end.
 #[derive(Default)]
 struct Arena {
-    pages: Vec<Box<[u8]>>,
+    /// One thin pointer per page (its length is [`PAGE_BYTES`]).
+    pages: Vec<Page>,
     /// Bytes in use.
     len: usize,
     /// Per page, the offset of the first entry that starts in it.
@@ -195,7 +206,7 @@ impl Arena {
         }
         while self.pages.len() * PAGE_BYTES < end {
             grow_by_an_eighth(&mut self.pages);
-            self.pages.push(vec![0u8; PAGE_BYTES].into_boxed_slice());
+            self.pages.push(new_page());
         }
         let start_page = at / PAGE_BYTES;
         while self.page_starts.len() <= start_page {
@@ -318,7 +329,7 @@ impl Arena {
 
     fn memory_bytes(&self) -> usize {
         self.pages.len() * PAGE_BYTES
-            + self.pages.capacity() * std::mem::size_of::<Box<[u8]>>()
+            + self.pages.capacity() * std::mem::size_of::<Page>()
             + self.page_starts.capacity() * std::mem::size_of::<u32>()
     }
 }
@@ -372,6 +383,19 @@ impl Shard {
 
     pub(super) fn generation(&self) -> u16 {
         self.generation
+    }
+
+    /// Reads the table's first control bytes and slot for `hash`, so that
+    /// a [`Shard::find`] or [`Shard::insert`] of it soon after finds them
+    /// in cache. Returns a value made of them, for the caller to pass to
+    /// [`std::hint::black_box`] so that the reads are kept.
+    pub(super) fn touch(&self, hash: u64) -> u64 {
+        let capacity = self.capacity();
+        if capacity == 0 {
+            return 0;
+        }
+        let slot = home(hash, capacity);
+        u64::from(self.ctrl[slot]) ^ u64::from(self.slots[slot])
     }
 
     /// Arena offset of `key`'s entry.

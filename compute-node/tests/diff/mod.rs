@@ -13,6 +13,26 @@ use compute_node::Engine;
 
 use crate::support::{StorageNode, serve_resp};
 
+/// The subcommands SplitKV has that the reference `redis-server` (Redis
+/// 7.0) has too, as `COMMAND INFO` and `COMMAND DOCS` name them.
+pub const SUBCOMMANDS_THE_REFERENCE_HAS: &[&str] = &[
+    "client|id",
+    "client|setname",
+    "client|getname",
+    "client|info",
+    "client|list",
+    "client|kill",
+    "client|no-evict",
+    "client|reply",
+    "config|get",
+    "config|set",
+    "config|resetstat",
+    "command|count",
+    "command|info",
+    "command|docs",
+    "command|list",
+];
+
 /// How long a reply may take before the test fails.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -163,6 +163,9 @@ pub(crate) struct Partition {
     /// system) and a full disk shows up at an explicit allocation.
     vlog_allocated: Mutex<u64>,
     threads: Mutex<Threads>,
+    /// The key log's end, published after every append (for readers that
+    /// follow the key log).
+    keylog_end: tokio::sync::watch::Sender<u64>,
 }
 
 impl Partition {
@@ -206,6 +209,7 @@ impl Partition {
             counters: PartitionCounters::default(),
             vlog_allocated: Mutex::new(parts.vlog_allocated),
             threads: Mutex::new(Threads::default()),
+            keylog_end: tokio::sync::watch::Sender::new(keylog_end),
             node,
         });
         let spawn = |role: &str, body: Box<dyn FnOnce() + Send>| {
@@ -236,6 +240,12 @@ impl Partition {
             }
         }
         Ok(partition)
+    }
+
+    /// The key log's end, changing after every append: a reader that
+    /// follows the key log waits on it while it has caught up.
+    pub(crate) fn watch_keylog(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.keylog_end.subscribe()
     }
 
     /// Returns once every write that held the partition lock before this

@@ -213,6 +213,7 @@ impl Partition {
                 e,
             )
         })?;
+        self.keylog_end.send_replace(end);
         for op in ops {
             match op {
                 WriteOp::Put { value, .. } => {

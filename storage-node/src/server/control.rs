@@ -397,7 +397,9 @@ async fn handle(
             out.push(encode_response(scratch, id, Err(WireError::HelloRequired)));
             Ok(Answered::Now)
         }
-        RequestBody::ReadRange { .. } | RequestBody::ExportKeyLog { .. } => {
+        RequestBody::ReadRange { .. }
+        | RequestBody::ExportKeyLog { .. }
+        | RequestBody::FollowKeyLog { .. } => {
             let reason = "bulk requests travel on a stream of their own".to_string();
             out.push(encode_response(
                 scratch,

@@ -1,0 +1,144 @@
+//! A reader compute node follows the writer through the storage node: what
+//! the writer writes (puts, overwrites, deletes, clears) becomes visible on
+//! the reader without polling, a reader never goes back to an older value,
+//! and it follows on after the storage node restarts.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use compute_node::Engine;
+use support::{StorageNode, value_for};
+
+/// Longest wait for a write to show on the reader (far above what it
+/// takes; only a reader that stopped following would reach it).
+const VISIBLE_WITHIN: Duration = Duration::from_secs(10);
+
+fn wait_visible(reader: &Engine, key: &[u8], what: &str) {
+    assert!(
+        reader.wait_until(VISIBLE_WITHIN, |r| r.contains(key)),
+        "{what}: {} not visible on the reader",
+        String::from_utf8_lossy(key)
+    );
+}
+
+fn wait_gone(reader: &Engine, key: &[u8], what: &str) {
+    assert!(
+        reader.wait_until(VISIBLE_WITHIN, |r| !r.contains(key)),
+        "{what}: {} still visible on the reader",
+        String::from_utf8_lossy(key)
+    );
+}
+
+#[test]
+fn a_reader_sees_puts_overwrites_deletes_and_clears_of_the_writer() {
+    let mut node = StorageNode::start(4);
+    let writer = node.connect();
+    writer
+        .put_on(0, b"before", b"written before the reader came")
+        .expect("put");
+    let reader = node.connect_reader_view();
+    assert!(!reader.is_writer());
+    assert_eq!(
+        reader.get(b"before").expect("get").as_deref(),
+        Some(&b"written before the reader came"[..])
+    );
+    assert!(reader.wait_until(VISIBLE_WITHIN, |r| r.following()));
+
+    for partition in 0..4 {
+        let key = format!("p{partition}");
+        writer
+            .put_on(
+                partition,
+                key.as_bytes(),
+                &value_for(key.as_bytes(), 1, 300),
+            )
+            .expect("put");
+        wait_visible(&reader, key.as_bytes(), "a put");
+        assert_eq!(
+            reader.get(key.as_bytes()).expect("get").as_deref(),
+            Some(&value_for(key.as_bytes(), 1, 300)[..])
+        );
+    }
+    // An overwrite through another partition.
+    writer.put_on(3, b"p0", b"second").expect("overwrite");
+    assert!(reader.wait_until(VISIBLE_WITHIN, |r| {
+        r.applied_seq() >= writer.applied_seq()
+    }));
+    assert_eq!(
+        reader.get(b"p0").expect("get").as_deref(),
+        Some(&b"second"[..])
+    );
+    writer.delete_on(2, b"p1").expect("delete");
+    wait_gone(&reader, b"p1", "a delete");
+    writer.clear_all().expect("clear");
+    for key in [&b"before"[..], b"p0", b"p2", b"p3"] {
+        wait_gone(&reader, key, "a clear");
+    }
+    assert_eq!(reader.len(), 0);
+
+    // The storage node restarts: the reader follows on.
+    node.kill();
+    node.resume();
+    let writer = node.connect();
+    writer
+        .put_on(1, b"after", b"the restart")
+        .expect("put after the restart");
+    wait_visible(&reader, b"after", "a put after the storage restart");
+    assert_eq!(
+        reader.get(b"after").expect("get").as_deref(),
+        Some(&b"the restart"[..])
+    );
+
+    // A reader refuses writes.
+    assert!(reader.put(b"mine", b"no").is_err());
+}
+
+#[test]
+fn a_reader_never_serves_an_older_value_than_it_served() {
+    const VERSIONS: u64 = 2_000;
+    let node = StorageNode::start(4);
+    let writer = node.connect();
+    let reader = node.connect_reader_view();
+    let version_of = |value: &[u8]| -> u64 {
+        std::str::from_utf8(value)
+            .expect("text")
+            .parse()
+            .expect("a version")
+    };
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for version in 1..=VERSIONS {
+                // Each version through another partition, so they arrive at
+                // the reader on different streams.
+                writer
+                    .put_on(
+                        version as usize % 4,
+                        b"counter",
+                        version.to_string().as_bytes(),
+                    )
+                    .expect("put");
+            }
+            done.store(true, Ordering::Release);
+        });
+        let mut last = 0;
+        let mut reads = 0u64;
+        while !done.load(Ordering::Acquire) || last < VERSIONS {
+            if let Some(value) = reader.get(b"counter").expect("get") {
+                let version = version_of(&value);
+                assert!(version >= last, "read {version} after {last}");
+                last = version;
+            }
+            reads += 1;
+            if done.load(Ordering::Acquire) && last < VERSIONS {
+                assert!(
+                    reader.wait_until(VISIBLE_WITHIN, |r| r.applied_seq() >= writer.applied_seq()),
+                    "the reader stopped following at version {last}"
+                );
+            }
+        }
+        assert!(reads > 0);
+    });
+}
