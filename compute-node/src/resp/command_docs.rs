@@ -562,6 +562,56 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
+        "flushall",
+        MoreDocs {
+            history: &[
+                ("4.0.0", "Added the `ASYNC` flushing mode modifier."),
+                ("6.2.0", "Added the `SYNC` flushing mode modifier."),
+            ],
+            arguments: &[Arg {
+                flags: &["optional"],
+                arguments: &[
+                    Arg {
+                        token: Some("ASYNC"),
+                        since: Some("4.0.0"),
+                        ..arg("async", "pure-token")
+                    },
+                    Arg {
+                        token: Some("SYNC"),
+                        since: Some("6.2.0"),
+                        ..arg("sync", "pure-token")
+                    },
+                ],
+                ..arg("async", "oneof")
+            }],
+        },
+    ),
+    (
+        "flushdb",
+        MoreDocs {
+            history: &[
+                ("4.0.0", "Added the `ASYNC` flushing mode modifier."),
+                ("6.2.0", "Added the `SYNC` flushing mode modifier."),
+            ],
+            arguments: &[Arg {
+                flags: &["optional"],
+                arguments: &[
+                    Arg {
+                        token: Some("ASYNC"),
+                        since: Some("4.0.0"),
+                        ..arg("async", "pure-token")
+                    },
+                    Arg {
+                        token: Some("SYNC"),
+                        since: Some("6.2.0"),
+                        ..arg("sync", "pure-token")
+                    },
+                ],
+                ..arg("async", "oneof")
+            }],
+        },
+    ),
+    (
         "info",
         MoreDocs {
             history: &[(
@@ -833,56 +883,6 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
                     ..arg("type", "string")
                 },
             ],
-        },
-    ),
-    (
-        "flushall",
-        MoreDocs {
-            history: &[
-                ("4.0.0", "Added the `ASYNC` flushing mode modifier."),
-                ("6.2.0", "Added the `SYNC` flushing mode modifier."),
-            ],
-            arguments: &[Arg {
-                flags: &["optional"],
-                arguments: &[
-                    Arg {
-                        token: Some("ASYNC"),
-                        since: Some("4.0.0"),
-                        ..arg("async", "pure-token")
-                    },
-                    Arg {
-                        token: Some("SYNC"),
-                        since: Some("6.2.0"),
-                        ..arg("sync", "pure-token")
-                    },
-                ],
-                ..arg("async", "oneof")
-            }],
-        },
-    ),
-    (
-        "flushdb",
-        MoreDocs {
-            history: &[
-                ("4.0.0", "Added the `ASYNC` flushing mode modifier."),
-                ("6.2.0", "Added the `SYNC` flushing mode modifier."),
-            ],
-            arguments: &[Arg {
-                flags: &["optional"],
-                arguments: &[
-                    Arg {
-                        token: Some("ASYNC"),
-                        since: Some("4.0.0"),
-                        ..arg("async", "pure-token")
-                    },
-                    Arg {
-                        token: Some("SYNC"),
-                        since: Some("6.2.0"),
-                        ..arg("sync", "pure-token")
-                    },
-                ],
-                ..arg("async", "oneof")
-            }],
         },
     ),
     (
