@@ -78,7 +78,8 @@ def opt(text):
 ARG_FIELDS = {"name", "type", "key_spec_index", "token", "summary", "since",
               "deprecated_since", "flags", "arguments"}
 DOC_FIELDS = {"summary", "since", "group", "complexity", "history",
-              "arguments", "subcommands"}
+              "arguments", "subcommands", "doc_flags", "deprecated_since",
+              "replaced_by"}
 
 
 def arg_list(args):
@@ -114,6 +115,15 @@ def entry(name, docs):
         rust_str(name), history, arg_list(fields.get("arguments", [])))
 
 
+def deprecation(name, docs):
+    fields = dict(docs)
+    if not fields.get("doc_flags"):
+        return ""
+    return "(%s, Deprecation { doc_flags: &[%s], since: %s, replaced_by: %s }),\n" % (
+        rust_str(name), ", ".join(rust_str(f) for f in fields["doc_flags"]),
+        rust_str(fields["deprecated_since"]), rust_str(fields["replaced_by"]))
+
+
 def main():
     port = int(sys.argv[1])
     table = TABLE.read_text()
@@ -126,6 +136,7 @@ def main():
     request(sock, "INFO", "server")
     version = re.search(r"redis_version:(\S+)", read(f)).group(1)
     entries = ""
+    deprecations = ""
     for name in names:
         request(sock, "COMMAND", "DOCS", name)
         found = read(f)
@@ -135,7 +146,9 @@ def main():
         if len(found) != 1:
             raise SystemExit("redis-server has no docs for " + name)
         entries += entry(name, found[0][1])
-    print(HEADER % version + entries + "];" + FOOTER)
+        deprecations += deprecation(name, found[0][1])
+    print(HEADER % version + entries + "];" + DEPRECATIONS + deprecations + "];"
+          + FOOTER)
 
 
 HEADER = """//! What `COMMAND DOCS` says of each command beyond its summary, version,
@@ -204,6 +217,32 @@ const fn arg(name: &'static str, kind: &'static str) -> Arg {
 
 /// Every command's history and arguments, by name.
 static MORE_DOCS: &[(&str, MoreDocs)] = &[
+"""
+
+DEPRECATIONS = """
+
+/// What `COMMAND DOCS` says of a deprecated command: its doc flags, the
+/// version that deprecated it, and what replaces it.
+#[derive(Debug)]
+pub struct Deprecation {
+    /// Redis's `doc_flags` (`deprecated`, `syscmd`).
+    pub doc_flags: &'static [&'static str],
+    /// The Redis version that deprecated it.
+    pub since: &'static str,
+    /// What to use instead, as Redis words it.
+    pub replaced_by: &'static str,
+}
+
+/// The deprecation notice of the command named `name`, if it has one.
+pub fn deprecation(name: &str) -> Option<&'static Deprecation> {
+    DEPRECATIONS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, notice)| notice)
+}
+
+/// Every deprecated command's notice, by name.
+static DEPRECATIONS: &[(&str, Deprecation)] = &[
 """
 
 FOOTER = """

@@ -562,6 +562,56 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
+        "flushall",
+        MoreDocs {
+            history: &[
+                ("4.0.0", "Added the `ASYNC` flushing mode modifier."),
+                ("6.2.0", "Added the `SYNC` flushing mode modifier."),
+            ],
+            arguments: &[Arg {
+                flags: &["optional"],
+                arguments: &[
+                    Arg {
+                        token: Some("ASYNC"),
+                        since: Some("4.0.0"),
+                        ..arg("async", "pure-token")
+                    },
+                    Arg {
+                        token: Some("SYNC"),
+                        since: Some("6.2.0"),
+                        ..arg("sync", "pure-token")
+                    },
+                ],
+                ..arg("async", "oneof")
+            }],
+        },
+    ),
+    (
+        "flushdb",
+        MoreDocs {
+            history: &[
+                ("4.0.0", "Added the `ASYNC` flushing mode modifier."),
+                ("6.2.0", "Added the `SYNC` flushing mode modifier."),
+            ],
+            arguments: &[Arg {
+                flags: &["optional"],
+                arguments: &[
+                    Arg {
+                        token: Some("ASYNC"),
+                        since: Some("4.0.0"),
+                        ..arg("async", "pure-token")
+                    },
+                    Arg {
+                        token: Some("SYNC"),
+                        since: Some("6.2.0"),
+                        ..arg("sync", "pure-token")
+                    },
+                ],
+                ..arg("async", "oneof")
+            }],
+        },
+    ),
+    (
         "info",
         MoreDocs {
             history: &[(
@@ -836,53 +886,256 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "flushall",
+        "setnx",
         MoreDocs {
-            history: &[
-                ("4.0.0", "Added the `ASYNC` flushing mode modifier."),
-                ("6.2.0", "Added the `SYNC` flushing mode modifier."),
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("value", "string"),
             ],
+        },
+    ),
+    (
+        "getset",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("value", "string"),
+            ],
+        },
+    ),
+    (
+        "getdel",
+        MoreDocs {
+            history: &[],
             arguments: &[Arg {
-                flags: &["optional"],
-                arguments: &[
-                    Arg {
-                        token: Some("ASYNC"),
-                        since: Some("4.0.0"),
-                        ..arg("async", "pure-token")
-                    },
-                    Arg {
-                        token: Some("SYNC"),
-                        since: Some("6.2.0"),
-                        ..arg("sync", "pure-token")
-                    },
-                ],
-                ..arg("async", "oneof")
+                key_spec_index: Some(0),
+                ..arg("key", "key")
             }],
         },
     ),
     (
-        "flushdb",
+        "msetnx",
         MoreDocs {
-            history: &[
-                ("4.0.0", "Added the `ASYNC` flushing mode modifier."),
-                ("6.2.0", "Added the `SYNC` flushing mode modifier."),
-            ],
+            history: &[],
             arguments: &[Arg {
-                flags: &["optional"],
+                flags: &["multiple"],
                 arguments: &[
                     Arg {
-                        token: Some("ASYNC"),
-                        since: Some("4.0.0"),
-                        ..arg("async", "pure-token")
+                        key_spec_index: Some(0),
+                        ..arg("key", "key")
                     },
-                    Arg {
-                        token: Some("SYNC"),
-                        since: Some("6.2.0"),
-                        ..arg("sync", "pure-token")
-                    },
+                    arg("value", "string"),
                 ],
-                ..arg("async", "oneof")
+                ..arg("key_value", "block")
             }],
+        },
+    ),
+    (
+        "strlen",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "append",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("value", "string"),
+            ],
+        },
+    ),
+    (
+        "getrange",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("start", "integer"),
+                arg("end", "integer"),
+            ],
+        },
+    ),
+    (
+        "substr",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("start", "integer"),
+                arg("end", "integer"),
+            ],
+        },
+    ),
+    (
+        "setrange",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("offset", "integer"),
+                arg("value", "string"),
+            ],
+        },
+    ),
+    (
+        "lcs",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key1", "key")
+                },
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key2", "key")
+                },
+                Arg {
+                    token: Some("LEN"),
+                    flags: &["optional"],
+                    ..arg("len", "pure-token")
+                },
+                Arg {
+                    token: Some("IDX"),
+                    flags: &["optional"],
+                    ..arg("idx", "pure-token")
+                },
+                Arg {
+                    token: Some("MINMATCHLEN"),
+                    flags: &["optional"],
+                    ..arg("len", "integer")
+                },
+                Arg {
+                    token: Some("WITHMATCHLEN"),
+                    flags: &["optional"],
+                    ..arg("withmatchlen", "pure-token")
+                },
+            ],
+        },
+    ),
+    (
+        "incr",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "decr",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "incrby",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("increment", "integer"),
+            ],
+        },
+    ),
+    (
+        "decrby",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("decrement", "integer"),
+            ],
+        },
+    ),
+    (
+        "incrbyfloat",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("increment", "double"),
+            ],
+        },
+    ),
+];
+
+/// What `COMMAND DOCS` says of a deprecated command: its doc flags, the
+/// version that deprecated it, and what replaces it.
+#[derive(Debug)]
+pub struct Deprecation {
+    /// Redis's `doc_flags` (`deprecated`, `syscmd`).
+    pub doc_flags: &'static [&'static str],
+    /// The Redis version that deprecated it.
+    pub since: &'static str,
+    /// What to use instead, as Redis words it.
+    pub replaced_by: &'static str,
+}
+
+/// The deprecation notice of the command named `name`, if it has one.
+pub fn deprecation(name: &str) -> Option<&'static Deprecation> {
+    DEPRECATIONS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, notice)| notice)
+}
+
+/// Every deprecated command's notice, by name.
+static DEPRECATIONS: &[(&str, Deprecation)] = &[
+    (
+        "getset",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "6.2.0",
+            replaced_by: "`SET` with the `!GET` argument",
+        },
+    ),
+    (
+        "substr",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "2.0.0",
+            replaced_by: "`GETRANGE`",
         },
     ),
 ];

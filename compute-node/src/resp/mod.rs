@@ -85,6 +85,7 @@ pub async fn serve(
         started: std::time::Instant::now(),
         commands_processed: std::sync::atomic::AtomicU64::new(0),
         exec_gate: tokio::sync::RwLock::new(()),
+        key_locks: commands::KeyLocks::default(),
     });
     tokio::pin!(shutdown);
     loop {

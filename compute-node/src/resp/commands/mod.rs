@@ -22,6 +22,8 @@
 //! `transaction` (MULTI, EXEC, DISCARD, WATCH).
 
 mod connection;
+mod counters;
+mod key_locks;
 mod keyspace;
 mod overlay;
 mod server;
@@ -39,6 +41,7 @@ use super::clients::{ClientEntry, ClientRegistry};
 use super::reply::Replies;
 use super::table::{CommandInfo, Kind, lookup};
 use crate::{BatchOp, Engine, EngineError};
+pub use key_locks::KeyLocks;
 use overlay::{Known, Overlay};
 
 /// Replies are written out once this many bytes are waiting (also inside a
@@ -103,6 +106,9 @@ pub struct Shared {
     /// its commands, so that no other client's command interleaves with a
     /// transaction. Never held while replies are written to a socket.
     pub exec_gate: tokio::sync::RwLock<()>,
+    /// The per-key stripes that make read-modify-write commands atomic per
+    /// key (see [`KeyLocks`]).
+    pub key_locks: KeyLocks,
 }
 
 /// One RESP client's state.
@@ -381,6 +387,22 @@ impl<'a> RespClient<'a> {
         self.engine.get_async(key).await
     }
 
+    /// Holds the stripes of `keys` (see [`KeyLocks`]) for a command that
+    /// reads them and writes them back; inside EXEC none are needed, since
+    /// EXEC runs alone.
+    async fn lock_keys(&self, keys: &[Bytes]) -> Option<key_locks::KeyGuards<'a>> {
+        if self.overlay.is_some() {
+            return None;
+        }
+        Some(self.shared.key_locks.lock(keys).await)
+    }
+
+    /// The largest value the node stores (what CONFIG GET
+    /// proto-max-bulk-len reports).
+    fn max_value_bytes(&self) -> usize {
+        self.engine.inner.config.limits.max_value_bytes
+    }
+
     /// True if `key` has a value, as this client sees it.
     fn key_exists(&self, key: &[u8]) -> bool {
         match &self.overlay {
@@ -586,6 +608,20 @@ impl<'a> RespClient<'a> {
                 self.watched.clear();
                 out.simple("OK");
             }
+            Kind::Setnx => self.setnx(cmd, out).await,
+            Kind::Getset => self.getset(cmd, out).await,
+            Kind::Getdel => self.getdel(cmd, out).await,
+            Kind::Msetnx => self.msetnx(cmd, out).await,
+            Kind::Strlen => self.strlen(cmd, out).await,
+            Kind::Append => self.append(cmd, out).await,
+            Kind::Getrange => self.getrange(cmd, out).await,
+            Kind::Setrange => self.setrange(cmd, out).await,
+            Kind::Lcs => self.lcs(cmd, out).await,
+            Kind::Incr => self.incr_by(cmd, Some(1), out).await,
+            Kind::Decr => self.incr_by(cmd, Some(-1), out).await,
+            Kind::Incrby => self.incr_by(cmd, None, out).await,
+            Kind::Decrby => self.decr_by(cmd, out).await,
+            Kind::Incrbyfloat => self.incr_by_float(cmd, out).await,
             // Containers called with no subcommand fail their arity check.
             Kind::Config | Kind::Client => out.error(&arity_error(entry.name)),
         }

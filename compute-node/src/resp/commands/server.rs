@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use super::{REDIS_VERSION, RespClient, arity_error, shown};
-use crate::resp::command_docs::{Arg, more_docs};
+use crate::resp::command_docs::{Arg, deprecation, more_docs};
 use crate::resp::reply::Replies;
 use crate::resp::table::{COMMANDS, CommandInfo, Kind, lookup_full};
 
@@ -227,8 +227,10 @@ fn command_docs(out: &mut Replies, entry: &CommandInfo) {
     let history = more.map_or(&[][..], |m| m.history);
     let arguments = more.map_or(&[][..], |m| m.arguments);
     let subcommands = !entry.subcommands.is_empty();
+    let deprecated = deprecation(entry.name);
     out.map(
         3 + usize::from(docs.complexity.is_some())
+            + if deprecated.is_some() { 3 } else { 0 }
             + usize::from(!history.is_empty())
             + usize::from(!arguments.is_empty())
             + usize::from(subcommands),
@@ -242,6 +244,17 @@ fn command_docs(out: &mut Replies, entry: &CommandInfo) {
     if let Some(complexity) = docs.complexity {
         out.bulk(b"complexity");
         out.bulk(complexity.as_bytes());
+    }
+    if let Some(notice) = deprecated {
+        out.bulk(b"doc_flags");
+        out.set(notice.doc_flags.len());
+        for flag in notice.doc_flags {
+            out.simple(flag);
+        }
+        out.bulk(b"deprecated_since");
+        out.bulk(notice.since.as_bytes());
+        out.bulk(b"replaced_by");
+        out.bulk(notice.replaced_by.as_bytes());
     }
     if !history.is_empty() {
         out.bulk(b"history");
