@@ -158,11 +158,13 @@ impl Inner {
     }
 
     /// Notes key-log entries of `partition` merged into the index.
+    /// The entry count is raised before the sequence number, so whoever
+    /// sees the sequence number sees the count.
     pub(crate) fn note_applied(&self, partition: usize, merged: &rebuild::Merged) {
-        self.note_acked(partition, merged.max_seq);
-        self.windows[partition].note_committed_end(merged.value_end);
-        self.applied_entries[partition].fetch_add(merged.entries, Ordering::AcqRel);
         self.applied_at_ms[partition].store(self.uptime_ms(), Ordering::Release);
+        self.applied_entries[partition].fetch_add(merged.entries, Ordering::AcqRel);
+        self.windows[partition].note_committed_end(merged.value_end);
+        self.note_acked(partition, merged.max_seq);
     }
 
     pub(crate) fn uptime_ms(&self) -> u64 {

@@ -379,12 +379,10 @@ impl Engine {
     pub async fn write_many_async(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<()> {
         let inner = &self.inner;
         let partition = inner.prepare_batch(partition, ops)?;
-        let acks = submit_write(inner, partition, || {
-            inner.client.write_many(partition, ops)
-        })
-        .await?
-        .wait()
-        .await?;
+        let acks = submit_write(inner, partition, || inner.client.write_many(partition, ops))
+            .await?
+            .wait()
+            .await?;
         inner.record_write_many(partition, ops, acks)
     }
 
@@ -397,12 +395,10 @@ impl Engine {
     pub async fn clear_all_async(&self, partition: usize) -> Result<()> {
         let inner = &self.inner;
         let partition = partition % inner.partitions();
-        let ack = submit_write(inner, partition, || {
-            inner.client.clear(partition)
-        })
-        .await?
-        .wait()
-        .await?;
+        let ack = submit_write(inner, partition, || inner.client.clear(partition))
+            .await?
+            .wait()
+            .await?;
         inner.apply_clear(ack.seq);
         for each in 0..inner.partitions() {
             // Nothing below the clear can come back, so a tail pull after
@@ -435,12 +431,10 @@ impl Engine {
         let inner = &self.inner;
         let partition = inner.prepare_write(partition, key, None)?;
         let existed = self.contains(key);
-        let ack = submit_write(inner, partition, || {
-            inner.client.delete(partition, key)
-        })
-        .await?
-        .wait()
-        .await?;
+        let ack = submit_write(inner, partition, || inner.client.delete(partition, key))
+            .await?
+            .wait()
+            .await?;
         inner.record_delete(partition, key, ack);
         Ok(existed)
     }

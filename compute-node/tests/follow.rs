@@ -142,3 +142,103 @@ fn a_reader_never_serves_an_older_value_than_it_served() {
         assert!(reads > 0);
     });
 }
+
+#[test]
+fn a_promoted_reader_takes_writes_and_the_old_writer_loses_no_acknowledged_write() {
+    let node = StorageNode::start(4);
+    let writer = node.connect();
+    let reader = node.connect_reader_view();
+    assert!(reader.wait_until(VISIBLE_WITHIN, |r| r.following()));
+    let acknowledged = std::sync::Mutex::new(Vec::new());
+    let started = std::sync::Barrier::new(2);
+    let refused = std::thread::scope(|scope| {
+        let writing = scope.spawn(|| {
+            let mut i = 0u64;
+            loop {
+                let key = format!("old:{i}");
+                match writer.put_on(
+                    i as usize % 4,
+                    key.as_bytes(),
+                    &value_for(key.as_bytes(), 1, 100),
+                ) {
+                    Ok(()) => acknowledged.lock().expect("lock").push(key),
+                    Err(e) => return e,
+                }
+                if i == 200 {
+                    started.wait();
+                }
+                i += 1;
+            }
+        });
+        // Promote while the old writer is writing.
+        started.wait();
+        let promotion = reader.promote().expect("promote");
+        assert!(promotion.epoch > 0);
+        writing.join().expect("writer thread")
+    });
+    // The old writer learns it was fenced from the refusal of its write.
+    assert!(
+        matches!(
+            refused.wire(),
+            Some(splitkv_common::message::WireError::Fenced { .. })
+        ),
+        "the old writer's write failed with {refused}, not as fenced"
+    );
+    assert!(writer.put(b"late", b"refused").is_err());
+    assert!(reader.is_writer());
+    // Every write the old writer had acknowledged is on the new writer,
+    // without waiting: the promotion caught up before it returned.
+    let acknowledged = acknowledged.into_inner().expect("lock");
+    assert!(acknowledged.len() > 200);
+    for key in &acknowledged {
+        assert_eq!(
+            reader.get(key.as_bytes()).expect("get").as_deref(),
+            Some(&value_for(key.as_bytes(), 1, 100)[..]),
+            "{key}, acknowledged to the old writer, is missing after the promotion"
+        );
+    }
+    // The new writer writes; a second promotion changes nothing.
+    reader.put(b"new", b"by the promoted reader").expect("put");
+    let again = reader.promote().expect("promote again");
+    assert_eq!(again.caught_up_entries, 0);
+    reader.delete(b"old:0").expect("delete");
+    // A new reader of the same storage sees the new writer's writes.
+    let second = node.connect_reader_view();
+    assert_eq!(
+        second.get(b"new").expect("get").as_deref(),
+        Some(&b"by the promoted reader"[..])
+    );
+    assert!(!second.contains(b"old:0"));
+    assert_eq!(second.len(), reader.len());
+}
+
+#[test]
+fn a_readers_lag_is_zero_once_it_has_applied_what_the_storage_node_holds() {
+    let node = StorageNode::start(4);
+    let writer = node.connect();
+    for i in 0..100u32 {
+        writer
+            .put_on(i as usize % 4, format!("k{i}").as_bytes(), b"v")
+            .expect("put");
+    }
+    let reader = node.connect_reader_view();
+    let handle = reader.handle().clone();
+    let lag = handle
+        .block_on(reader.replication_async())
+        .expect("replication");
+    assert!(!lag.writer);
+    assert_eq!(lag.lag_entries, 0, "{lag:?}");
+    writer.delete_on(1, b"k1").expect("delete");
+    assert!(reader.wait_until(VISIBLE_WITHIN, |r| r.applied_seq() >= writer.applied_seq()));
+    assert!(!reader.contains(b"k1"));
+    let lag = handle
+        .block_on(reader.replication_async())
+        .expect("replication");
+    assert_eq!(lag.lag_entries, 0, "{lag:?}");
+    assert_eq!(lag.lag_ms, 0);
+    assert_eq!(lag.applied_seq, writer.applied_seq());
+    let writer_view = handle
+        .block_on(writer.replication_async())
+        .expect("replication");
+    assert!(writer_view.writer);
+}

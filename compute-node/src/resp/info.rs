@@ -5,7 +5,8 @@
 
 use std::fmt::Write as _;
 
-use crate::Engine;
+use crate::resp::commands::storage_host_port;
+use crate::{Engine, Replication};
 
 /// The sections, in the order INFO gives them.
 const SECTIONS: &[&str] = &[
@@ -36,6 +37,9 @@ pub struct ServerFacts<'a> {
     pub total_commands: u64,
     /// Seconds since the server started.
     pub uptime_seconds: u64,
+    /// The node's role and lag ([`Engine::replication_async`]), when the
+    /// storage node answered for it.
+    pub replication: Option<&'a Replication>,
 }
 
 /// INFO's text for the sections `wanted` names (lower case; empty means
@@ -105,10 +109,7 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
              keyspace_hits:{}\r\nkeyspace_misses:0\r\n",
             facts.total_connections, facts.total_commands, stats.gets
         ),
-        "replication" => write!(
-            text,
-            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
-        ),
+        "replication" => replication_text(text, engine, facts),
         "keyspace" => {
             text.push_str("# Keyspace\r\n");
             if stats.index.live_keys > 0 {
@@ -173,4 +174,40 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
             stats.tail_pulls,
         ),
     };
+}
+
+/// The replication section: a writer is a master without replicas; a
+/// reader is a replica of the storage node it follows, with the fields
+/// Redis gives a replica and SplitKV's own: the highest sequence number
+/// applied, and the lag in key-log entries and in milliseconds.
+fn replication_text(
+    text: &mut String,
+    engine: &Engine,
+    facts: &ServerFacts<'_>,
+) -> std::fmt::Result {
+    let applied_seq = engine.applied_seq();
+    if engine.is_writer() {
+        return write!(
+            text,
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\
+             master_repl_offset:{applied_seq}\r\nsplitkv_applied_seq:{applied_seq}\r\n"
+        );
+    }
+    let (host, port) = storage_host_port(facts.storage);
+    let following = engine.following();
+    let (lag_entries, lag_ms) = match facts.replication {
+        Some(r) => (r.lag_entries.to_string(), r.lag_ms.to_string()),
+        None => ("unknown".to_string(), "unknown".to_string()),
+    };
+    write!(
+        text,
+        "# Replication\r\nrole:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\n\
+         master_link_status:{}\r\nmaster_sync_in_progress:0\r\n\
+         slave_read_repl_offset:{applied_seq}\r\nslave_repl_offset:{applied_seq}\r\n\
+         slave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\n\
+         connected_slaves:0\r\nmaster_repl_offset:{applied_seq}\r\n\
+         splitkv_applied_seq:{applied_seq}\r\nsplitkv_lag_entries:{lag_entries}\r\n\
+         splitkv_lag_ms:{lag_ms}\r\n",
+        if following { "up" } else { "down" },
+    )
 }

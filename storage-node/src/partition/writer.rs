@@ -207,12 +207,15 @@ impl Partition {
         // commits nothing.
         self.check_writable(st, epoch)?;
         let frame = scratch.frame.finish();
-        let end = st.keylog.append(frame, max_seq, ops.len() as u64).map_err(|e| {
-            self.poison(
-                format!("appending to the key log of partition {}", self.id),
-                e,
-            )
-        })?;
+        let end = st
+            .keylog
+            .append(frame, max_seq, ops.len() as u64)
+            .map_err(|e| {
+                self.poison(
+                    format!("appending to the key log of partition {}", self.id),
+                    e,
+                )
+            })?;
         self.keylog_end.send_replace(end);
         for op in ops {
             match op {

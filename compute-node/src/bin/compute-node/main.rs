@@ -53,6 +53,11 @@ struct ServeArgs {
     /// Password clients must give with AUTH.
     #[arg(long, env = "SPLITKV_REQUIREPASS")]
     requirepass: Option<String>,
+    /// Serve as a reader: never fence the writer, follow its writes through
+    /// the storage node, answer writes as a read-only Redis replica does
+    /// (`REPLICAOF NO ONE` promotes it to the writer).
+    #[arg(long)]
+    read_only: bool,
     /// Size of each of a partition's two read windows, in MiB.
     #[arg(long, default_value_t = 10)]
     window_mib: u64,
@@ -101,6 +106,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     config.request_timeout_ms = args.request_timeout_ms;
     config.limits.max_value_bytes = args.max_value_bytes;
     config.worker_threads = args.threads;
+    config.writer = !args.read_only;
     let engine = Arc::new(connect_with_retries(
         config,
         &args.storage,
@@ -114,8 +120,19 @@ fn serve(args: ServeArgs) -> Result<()> {
     handle.block_on(async {
         let listener =
             listen(args.listen).with_context(|| format!("listening on {}", args.listen))?;
-        tracing::info!(listen = %listener.local_addr()?, keys = engine.len(), "compute node serving the Redis protocol");
-        resp::serve(Arc::clone(&engine), listener, resp_config, shutdown_signal()).await;
+        tracing::info!(
+            listen = %listener.local_addr()?,
+            keys = engine.len(),
+            role = if engine.is_writer() { "writer" } else { "reader" },
+            "compute node serving the Redis protocol"
+        );
+        resp::serve(
+            Arc::clone(&engine),
+            listener,
+            resp_config,
+            shutdown_signal(),
+        )
+        .await;
         anyhow::Ok(())
     })?;
     tracing::info!("compute node stopped");

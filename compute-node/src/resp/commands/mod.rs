@@ -26,6 +26,9 @@ mod counters;
 mod key_locks;
 mod keyspace;
 mod overlay;
+mod replication;
+
+pub(crate) use replication::storage_host_port;
 mod server;
 mod strings;
 mod transaction;
@@ -137,11 +140,15 @@ pub struct RespClient<'a> {
 }
 
 fn engine_error(out: &mut Replies, err: &EngineError) {
+    if matches!(err, EngineError::ReadOnly) {
+        out.error(replication::READ_ONLY_REPLICA);
+        return;
+    }
     match err.wire() {
         Some(WireError::Fenced { .. }) => {
             out.error("READONLY this compute node was fenced by a newer writer; it can only read")
         }
-        Some(WireError::NotAWriter) => out.error("READONLY this compute node is a reader"),
+        Some(WireError::NotAWriter) => out.error(replication::READ_ONLY_REPLICA),
         Some(WireError::TooLarge { .. } | WireError::EmptyKey) => out.error(&format!("ERR {err}")),
         _ => out.error(&format!("ERR storage: {err}")),
     }
@@ -479,10 +486,14 @@ impl<'a> RespClient<'a> {
         writer: &mut W,
     ) -> std::io::Result<Flow> {
         let checked = rejection(cmd).and_then(|entry| {
-            if self.authenticated || entry.flags.contains(&"no_auth") {
-                Ok(entry)
-            } else {
+            if !self.authenticated && !entry.flags.contains(&"no_auth") {
                 Err("NOAUTH Authentication required.".to_string())
+            } else if entry.flags.contains(&"write") && !self.engine.is_writer() {
+                // As Redis's `processCommand` refuses writes on a read-only
+                // replica (inside MULTI too, which then aborts EXEC).
+                Err(replication::READ_ONLY_REPLICA.to_string())
+            } else {
+                Ok(entry)
             }
         });
         let entry = match checked {
@@ -587,7 +598,9 @@ impl<'a> RespClient<'a> {
             | Kind::ClientNoEvict
             | Kind::ClientNoTouch
             | Kind::ClientReply => self.client(entry.kind, cmd, out),
-            Kind::Info => self.info(cmd, out),
+            Kind::Info => self.info(cmd, out).await,
+            Kind::Role => self.role(out),
+            Kind::Replicaof => self.replicaof(cmd, out).await,
             Kind::Time => server::time(out),
             Kind::Command
             | Kind::CommandCount

@@ -12,8 +12,17 @@ use crate::resp::table::{COMMANDS, CommandInfo, Kind, lookup_full};
 
 impl RespClient<'_> {
     /// INFO [section...].
-    pub(super) fn info(&self, cmd: &[Bytes], out: &mut Replies) {
+    pub(super) async fn info(&self, cmd: &[Bytes], out: &mut Replies) {
         let shared = self.shared;
+        // A reader's lag needs the storage node's key-log counts; without
+        // them the section shows what the reader knows.
+        let replication = match self.engine.replication_async().await {
+            Ok(replication) => Some(replication),
+            Err(e) => {
+                tracing::debug!("INFO without the storage node's replication figures: {e}");
+                None
+            }
+        };
         let facts = crate::resp::info::ServerFacts {
             redis_version: REDIS_VERSION,
             tcp_port: self.port,
@@ -22,6 +31,7 @@ impl RespClient<'_> {
             total_connections: shared.clients.total_registered(),
             total_commands: shared.commands_processed.load(Ordering::Relaxed),
             uptime_seconds: shared.started.elapsed().as_secs(),
+            replication: replication.as_ref(),
         };
         let wanted: Vec<String> = cmd[1..]
             .iter()
