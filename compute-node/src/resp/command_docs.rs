@@ -625,6 +625,69 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
+        "role",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "replicaof",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                arguments: &[
+                    Arg {
+                        arguments: &[arg("host", "string"), arg("port", "integer")],
+                        ..arg("host-port", "block")
+                    },
+                    Arg {
+                        arguments: &[
+                            Arg {
+                                token: Some("NO"),
+                                ..arg("no", "pure-token")
+                            },
+                            Arg {
+                                token: Some("ONE"),
+                                ..arg("one", "pure-token")
+                            },
+                        ],
+                        ..arg("no-one", "block")
+                    },
+                ],
+                ..arg("args", "oneof")
+            }],
+        },
+    ),
+    (
+        "slaveof",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                arguments: &[
+                    Arg {
+                        arguments: &[arg("host", "string"), arg("port", "integer")],
+                        ..arg("host-port", "block")
+                    },
+                    Arg {
+                        arguments: &[
+                            Arg {
+                                token: Some("NO"),
+                                ..arg("no", "pure-token")
+                            },
+                            Arg {
+                                token: Some("ONE"),
+                                ..arg("one", "pure-token")
+                            },
+                        ],
+                        ..arg("no-one", "block")
+                    },
+                ],
+                ..arg("args", "oneof")
+            }],
+        },
+    ),
+    (
         "command",
         MoreDocs {
             history: &[],
@@ -1122,6 +1185,14 @@ pub fn deprecation(name: &str) -> Option<&'static Deprecation> {
 
 /// Every deprecated command's notice, by name.
 static DEPRECATIONS: &[(&str, Deprecation)] = &[
+    (
+        "slaveof",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "5.0.0",
+            replaced_by: "`REPLICAOF`",
+        },
+    ),
     (
         "getset",
         Deprecation {

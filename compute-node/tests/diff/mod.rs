@@ -46,6 +46,11 @@ impl RedisServer {
     /// Starts `redis-server` with no persistence, one database, and the
     /// given password (if any); returns once it accepts connections.
     pub fn start(requirepass: Option<&str>) -> Self {
+        Self::start_with_args(requirepass, &[])
+    }
+
+    /// [`RedisServer::start`] with more settings (`--name value` pairs).
+    pub fn start_with_args(requirepass: Option<&str>, args: &[&str]) -> Self {
         let port = {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
             probe.local_addr().expect("address").port()
@@ -70,6 +75,7 @@ impl RedisServer {
         if let Some(password) = requirepass {
             command.args(["--requirepass", password]);
         }
+        command.args(args);
         let mut child = match command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
