@@ -42,6 +42,9 @@ pub struct Promotion {
     pub epoch: u64,
     /// Key-log entries pulled to catch up after the epoch was taken.
     pub caught_up_entries: u64,
+    /// From the call until the epoch was taken and the connections were
+    /// reopened as the writer's.
+    pub fenced_after: Duration,
     /// From the call to accepting writes.
     pub elapsed: Duration,
 }
@@ -61,6 +64,7 @@ impl Engine {
             return Ok(Promotion {
                 epoch: inner.client.epoch(),
                 caught_up_entries: 0,
+                fenced_after: Duration::ZERO,
                 elapsed: started.elapsed(),
             });
         }
@@ -72,6 +76,7 @@ impl Engine {
                 .wait_up(partition, inner.reconnect_wait())
                 .await?;
         }
+        let fenced_after = started.elapsed();
         let caught_up_entries = rebuild::pull_tails(inner).await?;
         inner.writer.store(true, Ordering::Release);
         inner.applied.notify_waiters();
@@ -79,12 +84,14 @@ impl Engine {
         tracing::info!(
             epoch,
             caught_up_entries,
+            fenced_ms = fenced_after.as_secs_f64() * 1e3,
             ms = elapsed.as_secs_f64() * 1e3,
             "promoted to the writer"
         );
         Ok(Promotion {
             epoch,
             caught_up_entries,
+            fenced_after,
             elapsed,
         })
     }
