@@ -63,7 +63,8 @@ for block in "$work"/*-readme-test.sh; do
   if grep -q '&$' "$block"; then
     # A server was started in the background: wait until it answers.
     if grep -q 'compute-node serve' "$block"; then
-      wait_for "the compute node (redis-cli -p 6379 ping)" 30 redis-cli -p 6379 ping
+      port=$(grep -o -- '--listen [^ ]*:[0-9]*' "$block" | grep -o '[0-9]*$' || echo 6379)
+      wait_for "the compute node (redis-cli -p $port ping)" 30 redis-cli -p "$port" ping
     elif grep -q 'storage-node serve' "$block"; then
       wait_for "the storage node (storage-node probe --addr localhost:7000)" 30 \
         target/release/storage-node probe --addr localhost:7000 --ca certs/storage/ca.pem
