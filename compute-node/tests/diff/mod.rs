@@ -40,6 +40,9 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct RedisServer {
     pub addr: SocketAddr,
     child: Child,
+    /// Its working directory, where a replica keeps the copy it syncs: no
+    /// file of one server is loaded by another.
+    _dir: tempfile::TempDir,
 }
 
 impl RedisServer {
@@ -55,7 +58,9 @@ impl RedisServer {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
             probe.local_addr().expect("address").port()
         };
+        let dir = tempfile::tempdir().expect("redis-server's directory");
         let mut command = Command::new("redis-server");
+        command.current_dir(dir.path());
         command.args([
             "--port",
             &port.to_string(),
@@ -103,6 +108,7 @@ impl RedisServer {
         Self {
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             child,
+            _dir: dir,
         }
     }
 }
