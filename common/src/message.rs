@@ -20,11 +20,11 @@ use thiserror::Error;
 
 use crate::frame::{self, RawFrame};
 
-/// How long a storage node waits for a following reader to take a chunk of
-/// its key-log stream before it closes that stream (a reader that falls
-/// this far behind reconnects and catches up from its last sequence
+/// How long a storage node waits, by default, for a following reader to
+/// take a chunk of its key-log stream before it closes that stream (a
+/// reader that falls this far behind follows again from its last sequence
 /// number).
-pub const FOLLOW_STALL_MS: u64 = 10_000;
+pub const DEFAULT_FOLLOW_STALL_MS: u64 = 10_000;
 
 /// Version of this protocol; a node refuses a peer that speaks another.
 pub const PROTOCOL_VERSION: u32 = 4;
@@ -134,7 +134,7 @@ pub enum RequestBody<'a> {
     /// reader follows the writer this way. The chunk that catches up with
     /// the end is marked `done`; later chunks come as frames are appended
     /// (each `done` too). A reader that does not take the bytes for
-    /// [`FOLLOW_STALL_MS`] is cut off.
+    /// [`DEFAULT_FOLLOW_STALL_MS`] (the storage node's setting) is cut off.
     FollowKeyLog {
         /// The partition.
         partition: u32,
@@ -218,6 +218,9 @@ pub struct StatsReport {
     pub writer_epoch: u64,
     /// Open client connections.
     pub connections: u32,
+    /// Key-log streams closed since the node started because their reader
+    /// took nothing for the stall bound.
+    pub stalled_streams_closed: u64,
 }
 
 /// A successful response. Bulk bytes travel in the frame's blob.

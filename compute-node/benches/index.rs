@@ -358,6 +358,7 @@ impl BenchNode {
         let server_config = ServerConfig {
             listen: "127.0.0.1:0".parse().expect("address"),
             transport: TransportSettings::default(),
+            follow_stall_ms: splitkv_common::message::DEFAULT_FOLLOW_STALL_MS,
         };
         let server = {
             let _guard = runtime.enter();

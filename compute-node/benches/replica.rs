@@ -11,6 +11,8 @@
 //!   the writer and, from its acknowledgement, waits for the reader to hold
 //!   it; acknowledge-to-visible latencies (p50, p99, max) are shown beside
 //!   the probes' own put latencies.
+//! * Idle cost: the process's CPU use over 3 s with no write, with the one
+//!   reader and with 7 more.
 //! * Promotion: with `--keys` keys (default 1 Mi) on the node and one
 //!   thread still writing through the old writer, `Engine::promote` on the
 //!   reader; beside it, the rebuild time of a fresh engine over the same
@@ -105,6 +107,7 @@ impl Node {
         let server_config = ServerConfig {
             listen: "127.0.0.1:0".parse().expect("address"),
             transport: TransportSettings::default(),
+            follow_stall_ms: splitkv_common::message::DEFAULT_FOLLOW_STALL_MS,
         };
         let server = {
             let _guard = runtime.enter();
@@ -264,12 +267,54 @@ fn promotion(node: &Node, writer: Engine, reader: Engine, keys: u64) {
     );
 }
 
+/// CPU seconds this process has used (user and system), at the kernel's
+/// clock-tick resolution (assumed 100 Hz).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are the 14th and 15th fields, 12 and 13 after ')'.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// CPU the process uses over `idle` with `readers` idle readers (and the
+/// writer and the storage node) connected.
+fn idle_cpu(node: &Node, readers: usize, idle: Duration) {
+    let connected: Vec<Engine> = (0..readers)
+        .map(|_| Engine::connect(node.engine_config(false)).expect("connect a reader"))
+        .collect();
+    for reader in &connected {
+        assert!(reader.wait_until(Duration::from_secs(60), |r| r.following()));
+    }
+    let before = cpu_seconds();
+    std::thread::sleep(idle);
+    let used = cpu_seconds() - before;
+    println!(
+        "idle with {} more readers: {:.3} CPU s over {:.1} s ({:.2}% of one core)",
+        readers,
+        used,
+        idle.as_secs_f64(),
+        used / idle.as_secs_f64() * 100.0
+    );
+}
+
 fn main() {
     let options = options();
     let node = Node::with_keys(options.keys);
     let writer = Engine::connect(node.engine_config(true)).expect("connect the writer");
     let reader = Engine::connect(node.engine_config(false)).expect("connect a reader");
     assert!(reader.wait_until(Duration::from_secs(30), |r| r.following()));
+    idle_cpu(&node, 0, Duration::from_secs(3));
+    idle_cpu(&node, 7, Duration::from_secs(3));
     freshness(&writer, &reader, options.seconds);
     promotion(&node, writer, reader, options.keys);
 }

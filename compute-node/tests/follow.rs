@@ -242,3 +242,34 @@ fn a_readers_lag_is_zero_once_it_has_applied_what_the_storage_node_holds() {
         .expect("replication");
     assert!(writer_view.writer);
 }
+
+#[test]
+fn eight_readers_follow_one_writer() {
+    let node = StorageNode::start(4);
+    let writer = node.connect();
+    let readers: Vec<Engine> = (0..8).map(|_| node.connect_reader_view()).collect();
+    for i in 0..400u32 {
+        let key = format!("k{i}");
+        writer
+            .put_on(
+                i as usize % 4,
+                key.as_bytes(),
+                &value_for(key.as_bytes(), 1, 200),
+            )
+            .expect("put");
+    }
+    writer.delete_on(0, b"k7").expect("delete");
+    for (n, reader) in readers.iter().enumerate() {
+        assert!(
+            reader.wait_until(VISIBLE_WITHIN, |r| r.applied_seq() >= writer.applied_seq()),
+            "reader {n} did not catch up"
+        );
+        assert_eq!(reader.len(), 399, "reader {n}");
+        assert!(!reader.contains(b"k7"));
+        assert_eq!(
+            reader.get(b"k399").expect("get").as_deref(),
+            Some(&value_for(b"k399", 1, 200)[..]),
+            "reader {n}"
+        );
+    }
+}

@@ -54,6 +54,7 @@ pub fn serve(args: NodeArgs) -> Result<()> {
         &ServerConfig {
             listen: args.listen,
             transport: TransportSettings::default(),
+            follow_stall_ms: splitkv_common::message::DEFAULT_FOLLOW_STALL_MS,
         },
         Some(2),
         |addr, engine| println!("{READY}{addr} {}", engine.io_engine()),

@@ -45,6 +45,19 @@ impl Node {
 
     /// A node whose engine reaches its files through `disk`.
     async fn start_on(data: &Path, certs: &Path, listen: SocketAddr, disk: Arc<dyn Disk>) -> Node {
+        Self::start_stalling_after(data, certs, listen, disk, message::DEFAULT_FOLLOW_STALL_MS)
+            .await
+    }
+
+    /// A node that closes a following reader's stream after it took
+    /// nothing for `follow_stall_ms`.
+    async fn start_stalling_after(
+        data: &Path,
+        certs: &Path,
+        listen: SocketAddr,
+        disk: Arc<dyn Disk>,
+        follow_stall_ms: u64,
+    ) -> Node {
         let mut config = StorageConfig::new(data);
         config.partitions = 4;
         config.buffer_bytes = 256 << 10;
@@ -57,6 +70,7 @@ impl Node {
             &ServerConfig {
                 listen,
                 transport: TransportSettings::default(),
+                follow_stall_ms,
             },
         )
         .expect("bind");
@@ -675,5 +689,96 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
         .sum::<u64>();
     assert_eq!(puts_before, puts_after, "no bad request stored anything");
     drop(good);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_stops_taking_its_key_log_stream_is_cut_off_and_holds_no_writer_back() {
+    const STALL_MS: u64 = 200;
+    const PUTS: usize = 3_000;
+    let cluster = cluster();
+    let disk = Arc::new(OsDisk::new(IoEngineKind::Uring));
+    let node =
+        Node::start_stalling_after(&cluster.data, &cluster.certs, any_port(), disk, STALL_MS).await;
+    let writer = StorageClient::connect(client_config(&cluster, node.addr))
+        .await
+        .expect("writer");
+    call(writer.put(0, b"first", b"entry")).await.expect("put");
+
+    // The reader runs on a runtime of its own, which its stalled callback
+    // blocks: it takes no more bytes, and its stream window (small here)
+    // fills.
+    let mut reader_config = client_config(&cluster, node.addr);
+    reader_config.writer = false;
+    reader_config.transport.stream_window_bytes = 64 << 10;
+    reader_config.transport.connection_window_bytes = 256 << 10;
+    let (first_chunk, first_chunk_taken) = oneshot::channel::<()>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("reader runtime");
+        runtime.block_on(async move {
+            let reader = StorageClient::connect(reader_config).await.expect("reader");
+            let mut first_chunk = Some(first_chunk);
+            let mut received = BytesMut::new();
+            let followed = reader
+                .follow_keylog(0, 1, |frames, _caught_up| {
+                    received.extend_from_slice(&frames);
+                    if let Some(first) = first_chunk.take() {
+                        let _ = first.send(());
+                        let _ = released.recv();
+                    }
+                    Ok(())
+                })
+                .await;
+            (followed, received.freeze())
+        })
+    });
+    first_chunk_taken.await.expect("the reader's first chunk");
+
+    // The writer goes on at full speed while the reader takes nothing.
+    let value = [7u8; 64];
+    for i in 0..PUTS {
+        let key = format!("while-stalled-{i}");
+        call(writer.put(0, key.as_bytes(), &value))
+            .await
+            .expect("a put while a reader is stalled");
+    }
+    // Bounded wait for the storage node to cut the stalled stream.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = call(writer.stats()).await.expect("stats");
+        if stats.stalled_streams_closed == 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stalled reader's stream was never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    release.send(()).expect("release the reader");
+    let (followed, received) = reader.join().expect("reader thread");
+    assert!(
+        followed.is_err(),
+        "the cut stream ended without an error: the reader would not follow again"
+    );
+    // What the reader did get is whole, checksummed frames, in order.
+    let mut at = 0;
+    let mut last_seq = 0;
+    while at < received.len() {
+        let (frame, used) = record::decode_frame(&received[at..]).expect("a whole frame");
+        if let Frame::Entries(entries) = frame {
+            for entry in entries.iter() {
+                let entry = entry.expect("entry");
+                assert!(entry.seq > last_seq);
+                last_seq = entry.seq;
+            }
+        }
+        at += used;
+    }
+    assert!(last_seq >= 1);
     node.shutdown().await;
 }

@@ -81,6 +81,7 @@ impl StorageNode {
         let config = ServerConfig {
             listen: self.addr,
             transport: TransportSettings::default(),
+            follow_stall_ms: splitkv_common::message::DEFAULT_FOLLOW_STALL_MS,
         };
         let server = {
             let _guard = self.runtime.enter();

@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use splitkv_common::frame::FrameDecoder;
-use splitkv_common::message::{
-    self, FOLLOW_STALL_MS, RequestBody, Response, ResponseBody, WireError,
-};
+use splitkv_common::message::{self, RequestBody, Response, ResponseBody, WireError};
 
 use super::control::{close_for_violation, next_frame};
 use super::{ServerContext, encode_response};
@@ -102,7 +100,8 @@ async fn serve_stream(
 /// [`EXPORT_CHUNK_BYTES`] at a time, until it has caught up with the end;
 /// with `follow`, then waits for each append (costing nothing while none
 /// comes) and streams it too, until the peer goes or stops taking the
-/// bytes for [`FOLLOW_STALL_MS`]. Returns a protocol violation only.
+/// bytes for the stall bound ([`super::ServerConfig::follow_stall_ms`]).
+/// Returns a protocol violation only.
 async fn stream_keylog(
     context: &Arc<ServerContext>,
     conn: &quinn::Connection,
@@ -164,15 +163,19 @@ async fn stream_keylog(
                 Bytes::from(frames),
             ];
             let write = send.write_all_chunks(&mut chunks);
-            match tokio::time::timeout(Duration::from_millis(FOLLOW_STALL_MS), write).await {
+            let stall_ms = context.follow_stall_ms;
+            match tokio::time::timeout(Duration::from_millis(stall_ms), write).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return Ok(()),
                 Err(_) => {
                     tracing::warn!(
                         peer = %conn.remote_address(),
                         partition,
-                        "closing the key-log stream of a reader that took nothing for {FOLLOW_STALL_MS} ms"
+                        "closing the key-log stream of a reader that took nothing for {stall_ms} ms"
                     );
+                    context
+                        .stalled_streams_closed
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let _ = send.reset(quinn::VarInt::from_u32(0));
                     return Ok(());
                 }

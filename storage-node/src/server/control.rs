@@ -381,6 +381,7 @@ async fn handle(
             let report = stats_report(
                 context.engine.stats(),
                 context.connections.load(Ordering::Relaxed),
+                context.stalled_streams_closed.load(Ordering::Relaxed),
             );
             out.push(encode_response(
                 scratch,
@@ -606,6 +607,7 @@ mod tests {
             &ServerConfig {
                 listen,
                 transport: settings,
+                follow_stall_ms: message::DEFAULT_FOLLOW_STALL_MS,
             },
         )
         .expect("bind");

@@ -5,7 +5,11 @@ use splitkv_common::message::StatsReport;
 use crate::StorageStats;
 
 /// The stats report for a client.
-pub(crate) fn stats_report(stats: StorageStats, connections: u32) -> StatsReport {
+pub(crate) fn stats_report(
+    stats: StorageStats,
+    connections: u32,
+    stalled_streams_closed: u64,
+) -> StatsReport {
     StatsReport {
         partitions: stats.partitions,
         io_engine: stats.io_engine.to_string(),
@@ -13,5 +17,6 @@ pub(crate) fn stats_report(stats: StorageStats, connections: u32) -> StatsReport
         refusing_writes: stats.refusing_writes,
         writer_epoch: stats.writer_epoch,
         connections,
+        stalled_streams_closed,
     }
 }

@@ -20,7 +20,7 @@ pub use control::MAX_IN_FLIGHT_REQUESTS;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -43,6 +43,12 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Transport settings.
     pub transport: TransportSettings,
+    /// How long a following reader may take nothing of its key-log stream
+    /// before the stream is closed ([`message::DEFAULT_FOLLOW_STALL_MS`]
+    /// by default): a slow reader never holds the writer back, and what a
+    /// stream holds queued for it is bounded by one export chunk and the
+    /// stream's flow-control window.
+    pub follow_stall_ms: u64,
 }
 
 /// What every connection's tasks use: the engine, the frame limit, the
@@ -51,6 +57,10 @@ pub(crate) struct ServerContext {
     pub(crate) engine: Arc<StorageEngine>,
     pub(crate) max_frame_bytes: usize,
     pub(crate) connections: AtomicU32,
+    /// [`ServerConfig::follow_stall_ms`].
+    pub(crate) follow_stall_ms: u64,
+    /// Key-log streams closed for stalling.
+    pub(crate) stalled_streams_closed: AtomicU64,
     /// [`MAX_CONCURRENT_DISK_READS`] permits.
     pub(crate) disk_reads: Arc<Semaphore>,
 }
@@ -102,6 +112,8 @@ impl Server {
                 ),
                 engine,
                 connections: AtomicU32::new(0),
+                follow_stall_ms: config.follow_stall_ms,
+                stalled_streams_closed: AtomicU64::new(0),
                 disk_reads: Arc::new(Semaphore::new(MAX_CONCURRENT_DISK_READS)),
             }),
         })

@@ -81,7 +81,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
 
     // The storage node and a raw QUIC server with the same settings.
     let listen: SocketAddr = "127.0.0.1:0".parse()?;
-    let server_config = ServerConfig { listen, transport };
+    let server_config = ServerConfig {
+        listen,
+        transport,
+        follow_stall_ms: splitkv_common::message::DEFAULT_FOLLOW_STALL_MS,
+    };
     let (node_addr, raw_addr) = server_rt.block_on(async {
         let server = Server::bind(Arc::clone(&engine), &storage_identity, &server_config)?;
         let node_addr = server.local_addr()?;

@@ -65,6 +65,11 @@ pub struct ServeArgs {
     certs: PathBuf,
     #[command(flatten)]
     engine: EngineArgs,
+    /// How long a following reader compute node may take nothing of its
+    /// key-log stream before the stream is closed (it then follows again),
+    /// in milliseconds.
+    #[arg(long, default_value_t = splitkv_common::message::DEFAULT_FOLLOW_STALL_MS)]
+    follow_stall_ms: u64,
     /// Largest UDP payload MTU discovery may try (it settles on what the
     /// path carries).
     #[arg(long, default_value_t = TransportSettings::default().max_udp_payload_bytes)]
@@ -163,6 +168,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     let config = ServerConfig {
         listen: args.listen,
         transport,
+        follow_stall_ms: args.follow_stall_ms,
     };
     server::serve_blocking(
         args.engine.config(args.data_dir.clone()),
