@@ -227,7 +227,7 @@ fn freshness(writer: &Engine, reader: &Engine, seconds: u64) {
 
 fn promotion(node: &Node, writer: Engine, reader: Engine, keys: u64) {
     let caught_up = reader.wait_until(Duration::from_secs(60), |r| {
-        r.applied_seq() >= writer.applied_seq()
+        r.has_applied(&writer.applied_seqs())
     });
     assert!(caught_up, "the reader did not catch up");
     println!("keys on the node: {} (reader's index)", reader.len());

@@ -306,6 +306,28 @@ impl Engine {
             .unwrap_or(0)
     }
 
+    /// Per partition, the highest sequence number this engine has applied
+    /// there. Sequence numbers are the storage node's, one counter for all
+    /// partitions, so a reader has everything a writer had acknowledged
+    /// once each of its figures is at least the writer's.
+    pub fn applied_seqs(&self) -> Vec<u64> {
+        self.inner
+            .acked_seq
+            .iter()
+            .map(|seq| seq.load(Ordering::Acquire))
+            .collect()
+    }
+
+    /// True if this engine has applied, in every partition, at least
+    /// `seqs` (another engine's [`Engine::applied_seqs`]).
+    pub fn has_applied(&self, seqs: &[u64]) -> bool {
+        self.inner
+            .acked_seq
+            .iter()
+            .zip(seqs)
+            .all(|(mine, &theirs)| mine.load(Ordering::Acquire) >= theirs)
+    }
+
     /// For a reader: true while every partition's key-log stream has caught
     /// up with the end it found and follows what is appended.
     pub fn following(&self) -> bool {

@@ -64,7 +64,7 @@ fn a_reader_sees_puts_overwrites_deletes_and_clears_of_the_writer() {
     // An overwrite through another partition.
     writer.put_on(3, b"p0", b"second").expect("overwrite");
     assert!(reader.wait_until(VISIBLE_WITHIN, |r| {
-        r.applied_seq() >= writer.applied_seq()
+        r.has_applied(&writer.applied_seqs())
     }));
     assert_eq!(
         reader.get(b"p0").expect("get").as_deref(),
@@ -134,7 +134,7 @@ fn a_reader_never_serves_an_older_value_than_it_served() {
             reads += 1;
             if done.load(Ordering::Acquire) && last < VERSIONS {
                 assert!(
-                    reader.wait_until(VISIBLE_WITHIN, |r| r.applied_seq() >= writer.applied_seq()),
+                    reader.wait_until(VISIBLE_WITHIN, |r| r.has_applied(&writer.applied_seqs())),
                     "the reader stopped following at version {last}"
                 );
             }
@@ -229,7 +229,7 @@ fn a_readers_lag_is_zero_once_it_has_applied_what_the_storage_node_holds() {
     assert!(!lag.writer);
     assert_eq!(lag.lag_entries, 0, "{lag:?}");
     writer.delete_on(1, b"k1").expect("delete");
-    assert!(reader.wait_until(VISIBLE_WITHIN, |r| r.applied_seq() >= writer.applied_seq()));
+    assert!(reader.wait_until(VISIBLE_WITHIN, |r| r.has_applied(&writer.applied_seqs())));
     assert!(!reader.contains(b"k1"));
     let lag = handle
         .block_on(reader.replication_async())
@@ -261,7 +261,7 @@ fn eight_readers_follow_one_writer() {
     writer.delete_on(0, b"k7").expect("delete");
     for (n, reader) in readers.iter().enumerate() {
         assert!(
-            reader.wait_until(VISIBLE_WITHIN, |r| r.applied_seq() >= writer.applied_seq()),
+            reader.wait_until(VISIBLE_WITHIN, |r| r.has_applied(&writer.applied_seqs())),
             "reader {n} did not catch up"
         );
         assert_eq!(reader.len(), 399, "reader {n}");

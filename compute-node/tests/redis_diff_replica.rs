@@ -133,8 +133,8 @@ fn a_reader_answers_as_a_redis_replica_and_replicaof_no_one_promotes_it() {
         "the Redis replica did not acknowledge the writes"
     );
     assert!(
-        reader.wait_until(Duration::from_secs(10), |r| r.applied_seq()
-            >= writer.applied_seq()),
+        reader.wait_until(Duration::from_secs(10), |r| r
+            .has_applied(&writer.applied_seqs())),
         "the reader did not apply the writer's writes"
     );
 
