@@ -231,7 +231,8 @@ report = json.load(open(sys.argv[1]))
 readers = int(sys.argv[2])
 for p in report["phases"]:
     assert p["errors"] == 0, p
-    assert p["verified"] == 16 * 400, p
+    # (the restart phase counts every key, those written before too)
+    assert p["verified"] >= 16 * 400, p
 waits = report["catch_ups"]
 assert [c["before"] for c in waits] == ["sequential_read", "hot_random_read"], waits
 for c in waits:
