@@ -9,10 +9,13 @@
 #     (nothing under /etc is changed);
 #  3. makes the base image with debootstrap (no registry is needed) and
 #     builds the images from host-built release binaries;
-#  4. starts certs, storage and compute; checks that the storage node uses
-#     io_uring (the shipped seccomp profile allows it); runs the evaluator
-#     over RESP and checks its report; checks the compute node with
-#     redis-cli from another container;
+#  4. starts certs, storage, compute and two compute-ro readers
+#     (--scale compute-ro=2); checks that the storage node uses io_uring
+#     (the shipped seccomp profile allows it); runs the evaluator over RESP
+#     and checks its report; checks the compute node with redis-cli from
+#     another container; writes a key through compute and reads it through
+#     each reader, which refuses writes; runs the evaluator writing through
+#     compute and reading through the readers;
 #  5. kills the storage container with SIGKILL while a writer runs, brings
 #     it back with compose, and checks that every acknowledged write is
 #     there;
@@ -120,19 +123,33 @@ cd "$root"
 cargo build --release -q -p storage-node -p compute-node -p eval
 docker-compose --profile tools build -q storage tools >/dev/null
 
-step "up: certs, storage, compute"
+step "up: certs, storage, compute, compute-ro x2"
 chown 10001 "$state/out"
 "$root/scripts/podman-health-loop.sh" 1 >"$state/health-loop.log" 2>&1 &
 loop_pid=$!
-timeout 240 docker-compose up -d >/dev/null || fail "docker-compose up"
-health() { podman inspect -f '{{.State.Status}} {{.State.Health.Status}}' "${COMPOSE_PROJECT_NAME}_$1_1" 2>/dev/null; }
+readers=2
+timeout 240 docker-compose up -d --scale compute-ro=$readers >/dev/null || fail "docker-compose up"
+# container SERVICE [INDEX]: the name compose gave a service's container.
+container() { echo "${COMPOSE_PROJECT_NAME}_$1_${2:-1}"; }
+health() { podman inspect -f '{{.State.Status}} {{.State.Health.Status}}' "$(container "$@")" 2>/dev/null; }
+# wait_healthy SERVICE [INDEX]
 wait_healthy() {
-  for _ in $(seq 120); do [ "$(health "$1")" = "running healthy" ] && return 0; sleep 1; done
+  for _ in $(seq 120); do [ "$(health "$@")" = "running healthy" ] && return 0; sleep 1; done
   docker-compose logs --no-color --tail=30 "$1"
-  fail "$1 did not become healthy ($(health "$1"))"
+  fail "$(container "$@") did not become healthy ($(health "$@"))"
 }
 wait_healthy storage
 wait_healthy compute
+for i in $(seq "$readers"); do wait_healthy compute-ro "$i"; done
+# Each reader's address on the compose network (the name compute-ro
+# stands for any one of them).
+reader_ips=()
+for i in $(seq "$readers"); do
+  ip=$(podman inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$(container compute-ro "$i")")
+  [ -n "$ip" ] || fail "no address for $(container compute-ro "$i")"
+  reader_ips+=("$ip")
+done
+echo "readers at ${reader_ips[*]}"
 
 step "the storage node uses io_uring, not the fallback"
 # The logs are read whole before grep looks at them: with pipefail, a
@@ -156,6 +173,8 @@ podman exec "${COMPOSE_PROJECT_NAME}_storage_1" sh -c 'test -f /certs/key.pem &&
   fail "storage node's certificate directory"
 podman exec "${COMPOSE_PROJECT_NAME}_compute_1" sh -c 'test -f /certs/key.pem && test -f /certs/ca.pem && ! ls /certs | grep -q ca-key' ||
   fail "compute node's certificate directory"
+podman exec "$(container compute-ro)" sh -c 'test -f /certs/key.pem && test -f /certs/ca.pem && ! ls /certs | grep -q ca-key' ||
+  fail "reader's certificate directory"
 
 step "the evaluator over RESP (eval service)"
 SPLITKV_EVAL_PER_THREAD=400 docker-compose run --rm -T eval || fail "eval run"
@@ -176,6 +195,54 @@ step "redis-cli from another container"
 docker-compose run --rm -T tools redis-cli -h compute set compose-key compose-value >/dev/null
 [ "$(docker-compose run --rm -T tools redis-cli -h compute get compose-key | tr -d '\r')" = compose-value ] || fail "GET"
 echo "PING, SET, GET answered"
+
+step "reads through the readers, writes refused there"
+# A reader applies a write shortly after compute acknowledged it: each read
+# is retried, a bounded number of times, until the value is there.
+docker-compose run --rm -T tools sh -c '
+  set -eu
+  redis-cli -h compute set ro-key ro-value >/dev/null
+  for host in compute-ro "$@"; do
+    tries=0
+    until [ "$(redis-cli -h "$host" get ro-key)" = ro-value ]; do
+      tries=$((tries + 1))
+      [ "$tries" -lt 200 ] || { echo "$host: ro-key not visible after $tries reads"; exit 1; }
+      sleep 0.05
+    done
+    refused=$(redis-cli -h "$host" set ro-key other 2>&1 || true)
+    case $refused in
+      READONLY*) ;;
+      *) echo "$host: SET answered \"$refused\""; exit 1 ;;
+    esac
+    role=$(redis-cli -h "$host" info replication | tr -d "\r" | grep "^role:")
+    [ "$role" = role:slave ] || { echo "$host: $role"; exit 1; }
+    echo "$host: read ro-key after $tries retries; SET refused: $refused"
+  done
+  [ "$(redis-cli -h compute get ro-key)" = ro-value ] || { echo "compute: ro-key changed"; exit 1; }
+' sh "${reader_ips[@]}" || fail "reading through the readers"
+
+step "the evaluator writing through compute, reading through the readers"
+reader_list=$(printf '%s:6379,' "${reader_ips[@]}")
+docker-compose run --rm -T eval eval run --resp compute:6379 --readers "${reader_list%,}" \
+  --per-thread 400 --json /out/eval-readers.json || fail "eval run with readers"
+python3 - "$state/out/eval-readers.json" "$readers" <<'EOF' || fail "eval report with readers"
+import json, sys
+report = json.load(open(sys.argv[1]))
+readers = int(sys.argv[2])
+for p in report["phases"]:
+    assert p["errors"] == 0, p
+    # (the restart phase counts every key, those written before too)
+    assert p["verified"] >= 16 * 400, p
+waits = report["catch_ups"]
+assert [c["before"] for c in waits] == ["sequential_read", "hot_random_read"], waits
+for c in waits:
+    assert len(c["readers"]) == readers, c
+    for r in c["readers"]:
+        assert r["last"]["applied_seq"] >= c["writer_applied_seq"], r
+        assert r["last"]["lag_entries"] == 0, r
+print("eval report with %d readers: all verified; caught up in %s s" %
+      (readers, ", ".join("%.3f" % c["seconds"] for c in waits)))
+EOF
 
 step "kill -9 of the storage container during a write run"
 docker-compose run --rm -T eval eval durability-write --resp compute:6379 --journal /out/journal \

@@ -3,7 +3,8 @@
 //! * `eval run` (also `eval` alone): the write, sequential-read, restart and
 //!   hot-random-read phases with every value verified; against a storage
 //!   node the evaluator starts itself, a running one (`--storage`), or any
-//!   Redis-protocol server (`--resp`).
+//!   Redis-protocol server (`--resp`); with `--readers`, the reads go
+//!   through SplitKV reader compute nodes that follow the `--resp` writer.
 //! * `eval crash`: kill -9 of the storage node, or of a compute node, in the
 //!   middle of writes and batches; nothing acknowledged may be lost, and a
 //!   batch is there whole or not at all.
@@ -11,6 +12,7 @@
 mod crash;
 mod durability;
 mod node;
+mod readers;
 mod report;
 mod run;
 mod store;
@@ -19,6 +21,7 @@ mod workload;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -26,6 +29,7 @@ use compute_node::EngineConfig;
 use splitkv_common::tls::NodeIdentity;
 
 use crate::node::OwnCluster;
+use crate::readers::ReadersStore;
 use crate::run::RunShape;
 use crate::store::{EngineStore, RespStore, Store};
 
@@ -83,6 +87,17 @@ struct RunArgs {
     /// instead of the in-process engine.
     #[arg(long, conflicts_with = "storage")]
     resp: Option<String>,
+    /// Read through these SplitKV reader compute nodes (`compute-node serve
+    /// --read-only`), HOST:PORT or redis:// URLs separated by commas, the
+    /// threads spread over them; --resp is their writer, which takes the
+    /// writes. Each read phase first waits until every reader has applied
+    /// what the writer had.
+    #[arg(long, requires = "resp", value_delimiter = ',', num_args = 1..)]
+    readers: Vec<String>,
+    /// Longest wait for the readers to catch up before a read phase, in
+    /// milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    catch_up_timeout_ms: u64,
     /// Keep the data directory of the evaluator's own storage node here.
     #[arg(long)]
     keep_data: Option<PathBuf>,
@@ -139,6 +154,12 @@ fn run(args: RunArgs) -> Result<bool> {
     };
     let mut cluster = None;
     let mut store: Box<dyn Store> = match (&args.resp, &args.storage) {
+        (Some(address), _) if !args.readers.is_empty() => Box::new(ReadersStore::connect(
+            address,
+            &args.readers,
+            shape.threads,
+            Duration::from_millis(args.catch_up_timeout_ms),
+        )?),
         (Some(address), _) => Box::new(RespStore::connect(address, shape.threads)?),
         (None, Some(storage)) => {
             // clap requires --certs with --storage.

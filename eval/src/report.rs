@@ -76,6 +76,61 @@ impl PhaseReport {
     }
 }
 
+/// A reader's replication fields, from its `INFO replication`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReaderLag {
+    /// `splitkv_applied_seq`: the highest sequence number it applied.
+    pub applied_seq: u64,
+    /// `splitkv_lag_entries`: key-log entries it has not applied yet
+    /// (none if the reader could not tell).
+    pub lag_entries: Option<u64>,
+    /// `splitkv_lag_ms`: an upper bound of the age of the oldest write it
+    /// has not applied (none if the reader could not tell).
+    pub lag_ms: Option<u64>,
+}
+
+impl ReaderLag {
+    /// `applied seq A, lag E entries / M ms`, for the table.
+    fn describe(&self) -> String {
+        let or_unknown = |v: Option<u64>| v.map_or("unknown".to_string(), |v| v.to_string());
+        format!(
+            "applied seq {}, lag {} entries / {} ms",
+            self.applied_seq,
+            or_unknown(self.lag_entries),
+            or_unknown(self.lag_ms)
+        )
+    }
+}
+
+/// How one reader caught up with the writer before a read phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReaderCatchUp {
+    /// The reader's Redis-protocol address.
+    pub address: String,
+    /// From the start of the wait until this reader was seen caught up.
+    pub seconds: f64,
+    /// `INFO replication` requests sent to it.
+    pub polls: u64,
+    /// Its fields at the first poll (how far behind the writer it was).
+    pub first: ReaderLag,
+    /// Its fields when it was seen caught up.
+    pub last: ReaderLag,
+}
+
+/// The wait, before a read phase, until every reader had applied what the
+/// writer had.
+#[derive(Debug, Clone, Serialize)]
+pub struct CatchUpReport {
+    /// The read phase that waited.
+    pub before: String,
+    /// The writer's `splitkv_applied_seq` when the wait began.
+    pub writer_applied_seq: u64,
+    /// Until the last reader was seen caught up.
+    pub seconds: f64,
+    /// Each reader, in the order given.
+    pub readers: Vec<ReaderCatchUp>,
+}
+
 /// The whole run.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
@@ -95,6 +150,8 @@ pub struct RunReport {
     pub index_keys: Option<u64>,
     /// Memory of the compute node's index per key, when known.
     pub index_bytes_per_key: Option<f64>,
+    /// With readers: the waits for them to catch up, one per read phase.
+    pub catch_ups: Vec<CatchUpReport>,
 }
 
 impl RunReport {
@@ -147,6 +204,22 @@ impl RunReport {
             ));
         }
         out.push_str(&format!("{:<16} {:>8.2}\n", "total", self.total_seconds));
+        for c in &self.catch_ups {
+            out.push_str(&format!(
+                "readers caught up with the writer's applied seq {} before {} in {:.3} s\n",
+                c.writer_applied_seq, c.before, c.seconds
+            ));
+            for r in &c.readers {
+                out.push_str(&format!(
+                    "  {}: {:.3} s, {} polls; at first {}, then {}\n",
+                    r.address,
+                    r.seconds,
+                    r.polls,
+                    r.first.describe(),
+                    r.last.describe()
+                ));
+            }
+        }
         if let (Some(keys), Some(per_key)) = (self.index_keys, self.index_bytes_per_key) {
             out.push_str(&format!(
                 "index: {keys} keys in {:.1} MiB, {per_key:.0} bytes per key\n",
@@ -186,6 +259,7 @@ mod tests {
             total_seconds: 4.0,
             index_keys: None,
             index_bytes_per_key: None,
+            catch_ups: Vec::new(),
         }
     }
 

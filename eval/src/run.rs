@@ -9,6 +9,9 @@
 //! 4. hot random read: thread `t` reads the same writer's keys in random
 //!    order inside a 10 MiB region that moves from the newest data to the
 //!    oldest.
+//!
+//! When reads go through readers that follow the writer, each read phase
+//! first waits until the readers have caught up (`Store::catch_up`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -238,13 +241,16 @@ pub fn run(store: &mut dyn Store, shape: RunShape) -> Result<RunReport> {
         "{description}: {} threads x {} keys of {} bytes",
         shape.threads, shape.per_thread, shape.value_size
     );
+    let mut catch_ups = Vec::new();
     phases.push(write_phase(store, &shape));
+    catch_ups.extend(store.catch_up("sequential_read")?);
     phases.push(read_phase(store, &shape, "sequential_read", |_| {
         (0..shape.per_thread).collect()
     }));
     phases.push(restart_phase(store, &shape));
     let record = splitkv_common::record::value_record_len(8, shape.value_size) as u64;
     let per_region = workload::keys_per_region(shape.region_bytes, record);
+    catch_ups.extend(store.catch_up("hot_random_read")?);
     phases.push(read_phase(store, &shape, "hot_random_read", |writer| {
         hot_order(shape.per_thread, per_region, writer as u64 + 1)
     }));
@@ -259,6 +265,7 @@ pub fn run(store: &mut dyn Store, shape: RunShape) -> Result<RunReport> {
         value_size: shape.value_size,
         phases,
         total_seconds,
+        catch_ups,
     })
 }
 

@@ -1,10 +1,14 @@
 //! What the evaluator drives: SplitKV's engine in this process, or any
 //! Redis-protocol server (SplitKV's compute node, or Redis itself).
 
+use std::time::Duration;
+
 use anyhow::{Context, Result, anyhow};
 use bytes::Bytes;
 use compute_node::{Engine, EngineConfig};
 use parking_lot::Mutex;
+
+use crate::report::{CatchUpReport, ReaderLag};
 
 /// A key-value store as the evaluator's threads use it. Thread `t` passes
 /// its number so that its writes keep to one connection.
@@ -24,6 +28,12 @@ pub trait Store: Send + Sync {
     /// store reports them.
     fn index_memory(&self) -> Option<(u64, u64)> {
         None
+    }
+    /// Before the read phase `before`: waits until whatever answers reads
+    /// has applied every acknowledged write, and says how that went; none
+    /// for a store whose reads see its writes at once.
+    fn catch_up(&self, _before: &str) -> Result<Option<CatchUpReport>> {
+        Ok(None)
     }
 }
 
@@ -99,6 +109,10 @@ pub fn redis_url(address: &str) -> String {
     }
 }
 
+/// Longest wait for a connection to a Redis-protocol server and its setup
+/// (a server that accepts but does not answer fails the run, not hangs it).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A Redis-protocol server, one connection per evaluator thread.
 pub struct RespStore {
     address: String,
@@ -123,7 +137,11 @@ impl RespStore {
         let client =
             redis::Client::open(redis_url(&self.address)).context("parsing the Redis address")?;
         self.connections = (0..self.threads)
-            .map(|_| client.get_connection().map(Mutex::new))
+            .map(|_| {
+                client
+                    .get_connection_with_timeout(CONNECT_TIMEOUT)
+                    .map(Mutex::new)
+            })
             .collect::<Result<_, _>>()
             .with_context(|| format!("connecting to {}", self.address))?;
         Ok(())
@@ -139,12 +157,83 @@ impl RespStore {
     }
 
     fn info_field(info: &str, name: &str) -> Option<u64> {
-        info.lines().find_map(|line| {
-            line.strip_prefix(name)?
-                .strip_prefix(':')?
-                .trim()
-                .parse()
-                .ok()
+        info_text(info, name)?.parse().ok()
+    }
+
+    /// The server's address as given.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The server's role and SplitKV's replication fields, from `INFO
+    /// replication`, answered within `timeout`.
+    pub fn replication(&self, timeout: Duration) -> Result<Replication> {
+        let limit = timeout.max(Duration::from_millis(1));
+        let info = self.with(0, |c| {
+            c.set_read_timeout(Some(limit))?;
+            c.set_write_timeout(Some(limit))?;
+            let info = redis::cmd("INFO").arg("replication").query::<String>(c);
+            // The evaluator's other requests wait as long as they take.
+            // (After a timeout the connection is out of step, but the
+            // caller gives up on the run.)
+            c.set_read_timeout(None)?;
+            c.set_write_timeout(None)?;
+            Ok(info)
+        })?;
+        let info = match info {
+            Ok(info) => info,
+            Err(e) if e.is_timeout() => {
+                anyhow::bail!(
+                    "{} did not answer INFO replication within {limit:?}",
+                    self.address
+                )
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("INFO replication on {}", self.address));
+            }
+        };
+        Replication::parse(&info).with_context(|| format!("INFO replication of {}", self.address))
+    }
+}
+
+/// The text of field `name` in an INFO reply.
+fn info_text<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|line| Some(line.strip_prefix(name)?.strip_prefix(':')?.trim()))
+}
+
+/// What a SplitKV compute node's `INFO replication` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replication {
+    /// True for `role:master` (the writer), false for `role:slave`.
+    pub writer: bool,
+    /// Its `splitkv_applied_seq` and, for a reader, its lag.
+    pub lag: ReaderLag,
+}
+
+impl Replication {
+    /// Parses an `INFO replication` reply; an error if it has no role or no
+    /// `splitkv_applied_seq` (the server is not a SplitKV compute node).
+    pub fn parse(info: &str) -> Result<Self> {
+        let writer = match info_text(info, "role") {
+            Some("master") => true,
+            Some("slave") => false,
+            Some(other) => anyhow::bail!("unknown role {other:?}"),
+            None => anyhow::bail!("no role field"),
+        };
+        let applied_seq = info_text(info, "splitkv_applied_seq")
+            .context("no splitkv_applied_seq field (not a SplitKV compute node?)")?
+            .parse()
+            .context("splitkv_applied_seq is not a number")?;
+        // A reader that could not ask the storage node says "unknown".
+        let number = |name| info_text(info, name).and_then(|v| v.parse().ok());
+        Ok(Self {
+            writer,
+            lag: ReaderLag {
+                applied_seq,
+                lag_entries: number("splitkv_lag_entries"),
+                lag_ms: number("splitkv_lag_ms"),
+            },
         })
     }
 }
@@ -178,5 +267,50 @@ impl Store for RespStore {
 
     fn describe(&self) -> String {
         format!("Redis-protocol server at {}", self.address)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_readers_info_replication_gives_its_role_seq_and_lag() {
+        let info = "# Replication\r\nrole:slave\r\nmaster_host:storage\r\n\
+                    splitkv_applied_seq:1234\r\nsplitkv_lag_entries:7\r\nsplitkv_lag_ms:3\r\n";
+        let parsed = Replication::parse(info).expect("parse");
+        assert!(!parsed.writer);
+        assert_eq!(
+            parsed.lag,
+            ReaderLag {
+                applied_seq: 1234,
+                lag_entries: Some(7),
+                lag_ms: Some(3),
+            }
+        );
+    }
+
+    #[test]
+    fn a_writers_info_replication_has_no_lag_and_unknown_lag_is_none() {
+        let writer = Replication::parse("role:master\r\nsplitkv_applied_seq:9\r\n").expect("parse");
+        assert!(writer.writer);
+        assert_eq!(writer.lag.applied_seq, 9);
+        assert_eq!(writer.lag.lag_entries, None);
+        let unknown = Replication::parse(
+            "role:slave\r\nsplitkv_applied_seq:9\r\nsplitkv_lag_entries:unknown\r\n",
+        )
+        .expect("parse");
+        assert_eq!(unknown.lag.lag_entries, None);
+    }
+
+    #[test]
+    fn a_server_without_splitkv_fields_is_an_error() {
+        let redis = "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n";
+        let error = Replication::parse(redis).expect_err("no splitkv_applied_seq");
+        assert!(
+            format!("{error:#}").contains("splitkv_applied_seq"),
+            "{error:#}"
+        );
+        assert!(Replication::parse("").is_err());
     }
 }

@@ -128,12 +128,10 @@ fn an_unreachable_storage_node_is_a_failure() {
     assert!(stderr.contains("connect"), "{stderr}");
 }
 
-#[test]
-fn the_same_workload_runs_over_the_redis_protocol() {
-    // A storage node (this binary's own subcommand), and a RESP server in
-    // front of an engine in this process.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let certs = dir.path().join("certs");
+/// A storage node (this binary's own subcommand) with fresh certificates
+/// under `dir`: the node, its address, and the certificate directory.
+fn start_storage_node(dir: &Path) -> (KillOnDrop, std::net::SocketAddr, std::path::PathBuf) {
+    let certs = dir.join("certs");
     splitkv_common::certs::generate_cluster(&certs, &DEFAULT_STORAGE_NAMES, false).expect("certs");
     let mut node = Command::new(EVAL)
         .args([
@@ -144,7 +142,7 @@ fn the_same_workload_runs_over_the_redis_protocol() {
             "127.0.0.1:0",
         ])
         .arg("--data-dir")
-        .arg(dir.path().join("data"))
+        .arg(dir.join("data"))
         .arg("--certs")
         .arg(certs.join("storage"))
         .stdout(std::process::Stdio::piped())
@@ -161,10 +159,24 @@ fn the_same_workload_runs_over_the_redis_protocol() {
         .expect("address")
         .parse()
         .expect("address");
+    (node, addr, certs)
+}
+
+/// An engine in this process, the writer or a reader, in front of the
+/// storage node at `storage`, serving the Redis protocol on a loopback port
+/// (returned with the engine).
+fn serve_resp(
+    storage: std::net::SocketAddr,
+    certs: &Path,
+    writer: bool,
+) -> (Arc<compute_node::Engine>, std::net::SocketAddr) {
     let identity =
         splitkv_common::tls::NodeIdentity::load(&certs.join("compute")).expect("identity");
-    let config =
-        compute_node::EngineConfig::new(format!("localhost:{}", addr.port()), Arc::new(identity));
+    let mut config = compute_node::EngineConfig::new(
+        format!("localhost:{}", storage.port()),
+        Arc::new(identity),
+    );
+    config.writer = writer;
     let engine = Arc::new(compute_node::Engine::connect(config).expect("engine"));
     let listener = engine
         .handle()
@@ -173,7 +185,7 @@ fn the_same_workload_runs_over_the_redis_protocol() {
     let resp_addr = listener.local_addr().expect("address");
     let resp_config = compute_node::resp::RespConfig {
         requirepass: None,
-        storage: addr.to_string(),
+        storage: storage.to_string(),
     };
     engine.handle().spawn(compute_node::resp::serve(
         Arc::clone(&engine),
@@ -181,6 +193,16 @@ fn the_same_workload_runs_over_the_redis_protocol() {
         resp_config,
         std::future::pending(),
     ));
+    (engine, resp_addr)
+}
+
+#[test]
+fn the_same_workload_runs_over_the_redis_protocol() {
+    // A storage node, and a RESP server in front of an engine in this
+    // process.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (node, storage, certs) = start_storage_node(dir.path());
+    let (_engine, resp_addr) = serve_resp(storage, &certs, true);
 
     let report = eval_json(
         dir.path(),
@@ -195,7 +217,88 @@ fn the_same_workload_runs_over_the_redis_protocol() {
         ],
     );
     check_run_report(&report, 1200);
+    assert_eq!(report["catch_ups"], serde_json::json!([]), "no readers");
     drop(node);
+}
+
+#[test]
+fn the_reads_go_through_readers_once_they_have_caught_up() {
+    // A writer and two readers, each an engine in this process behind a
+    // RESP server; eval writes through the writer and reads through both.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (node, storage, certs) = start_storage_node(dir.path());
+    let (writer, writer_addr) = serve_resp(storage, &certs, true);
+    let readers: Vec<_> = (0..2).map(|_| serve_resp(storage, &certs, false)).collect();
+    let reader_list = readers
+        .iter()
+        .map(|(_, addr)| addr.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+
+    let report = eval_json(
+        dir.path(),
+        &[
+            "run",
+            "--threads",
+            "4",
+            "--per-thread",
+            "300",
+            "--resp",
+            &writer_addr.to_string(),
+            "--readers",
+            &reader_list,
+        ],
+    );
+    let phases = report["phases"].as_array().expect("phases");
+    for phase in phases {
+        assert_eq!(phase["errors"], 0, "{phase}");
+        assert_eq!(phase["verified"], 1200, "{phase}");
+    }
+    // Every read went to a reader: the writer's engine answered none.
+    assert_eq!(writer.stats().gets, 0, "reads answered by the writer");
+    let served: u64 = readers
+        .iter()
+        .map(|(engine, _)| {
+            let gets = engine.stats().gets;
+            assert!(gets > 0, "a reader answered no read");
+            gets
+        })
+        .sum();
+    assert!(served >= 2 * 1200, "{served} reads answered by the readers");
+
+    let catch_ups = report["catch_ups"].as_array().expect("catch_ups");
+    let before: Vec<&str> = catch_ups
+        .iter()
+        .map(|c| c["before"].as_str().expect("before"))
+        .collect();
+    assert_eq!(before, ["sequential_read", "hot_random_read"]);
+    for catch_up in catch_ups {
+        let target = catch_up["writer_applied_seq"].as_u64().expect("seq");
+        assert!(target >= 1200, "{catch_up}");
+        assert!(catch_up["seconds"].is_number());
+        let waited = catch_up["readers"].as_array().expect("readers");
+        assert_eq!(waited.len(), 2, "{catch_up}");
+        for (reader, (_, addr)) in waited.iter().zip(&readers) {
+            assert_eq!(reader["address"], addr.to_string());
+            assert!(reader["polls"].as_u64().expect("polls") >= 1);
+            assert!(reader["first"]["applied_seq"].is_u64(), "{reader}");
+            assert!(reader["last"]["applied_seq"].as_u64().expect("seq") >= target);
+            assert_eq!(reader["last"]["lag_entries"], 0, "{reader}");
+            assert!(reader["last"]["lag_ms"].is_u64(), "{reader}");
+        }
+    }
+    drop(node);
+}
+
+#[test]
+fn readers_without_a_writer_are_refused() {
+    let output = Command::new(EVAL)
+        .args(["run", "--readers", "127.0.0.1:9"])
+        .output()
+        .expect("run eval");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--resp"), "{stderr}");
 }
 
 #[test]
