@@ -413,12 +413,23 @@ impl Drop for Engine {
     fn drop(&mut self) {
         self.inner.client.close();
         if let Some(runtime) = self.runtime.take() {
+            // Let the storage node hear of the close, so that it stops
+            // sending to this engine now (a reader's key-log streams among
+            // it) rather than at its idle timeout. Not possible from inside
+            // an async task, where blocking is not allowed.
+            if tokio::runtime::Handle::try_current().is_err() {
+                runtime.block_on(self.inner.client.wait_closed(CLOSE_WAIT));
+            }
             // The client is closed: what is left are reconnection loops and
             // fetches whose results nobody wants.
             runtime.shutdown_background();
         }
     }
 }
+
+/// How long a dropped engine waits for its connections' close to reach the
+/// storage node.
+const CLOSE_WAIT: Duration = Duration::from_millis(200);
 
 /// Link events the storage client may queue for the engine before it
 /// waits: a few per partition's connection.

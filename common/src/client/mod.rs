@@ -943,6 +943,15 @@ impl StorageClient {
     }
 }
 
+impl StorageClient {
+    /// Waits up to `timeout` for every closed connection's close to reach
+    /// the storage node (so that it lets go of them at once rather than at
+    /// its idle timeout). Call after [`StorageClient::close`].
+    pub async fn wait_closed(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.state.endpoint.wait_idle()).await;
+    }
+}
+
 impl Drop for StorageClient {
     fn drop(&mut self) {
         self.close();
