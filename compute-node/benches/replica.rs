@@ -21,21 +21,17 @@
 //! `cargo bench -p compute-node --bench replica` (`-- --seconds N`,
 //! `-- --keys N`).
 
-use std::sync::Arc;
+mod support;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use compute_node::{Engine, EngineConfig};
+use compute_node::Engine;
 use hdrhistogram::Histogram;
-use splitkv_common::certs;
-use splitkv_common::tls::NodeIdentity;
-use splitkv_common::transport::TransportSettings;
-use storage_node::server::{Server, ServerConfig};
-use storage_node::{StorageConfig, StorageEngine};
+use support::BenchNode;
 
 const WRITER_THREADS: usize = 16;
 const LOAD_VALUE_BYTES: usize = 4096;
-const PRELOAD_VALUE_BYTES: usize = 16;
 
 struct Options {
     seconds: u64,
@@ -54,96 +50,6 @@ fn options() -> Options {
     Options {
         seconds: value("--seconds", 10),
         keys: value("--keys", 1 << 20),
-    }
-}
-
-/// A storage node served on loopback from a runtime of its own.
-struct Node {
-    dir: tempfile::TempDir,
-    port: u16,
-    engine: Arc<StorageEngine>,
-    _runtime: tokio::runtime::Runtime,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Node {
-    /// A fresh node holding `keys` 8-byte keys written straight into its
-    /// engine, spread over the partitions.
-    fn with_keys(keys: u64) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        certs::generate_cluster(
-            &dir.path().join("certs"),
-            &certs::DEFAULT_STORAGE_NAMES,
-            false,
-        )
-        .expect("certs");
-        let config = StorageConfig::new(dir.path().join("data"));
-        let partitions = config.partitions;
-        let engine = Arc::new(StorageEngine::open(config).expect("open storage engine"));
-        std::thread::scope(|scope| {
-            for thread in 0..2u64 {
-                let engine = &engine;
-                scope.spawn(move || {
-                    let value = [0x5au8; PRELOAD_VALUE_BYTES];
-                    let mut i = thread;
-                    while i < keys {
-                        let partition = (i % partitions as u64) as usize;
-                        engine
-                            .put(partition, &i.to_le_bytes(), &value)
-                            .expect("put");
-                        i += 2;
-                    }
-                });
-            }
-        });
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("storage-node")
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let identity =
-            NodeIdentity::load(&dir.path().join("certs").join("storage")).expect("identity");
-        let server_config = ServerConfig {
-            listen: "127.0.0.1:0".parse().expect("address"),
-            transport: TransportSettings::default(),
-            follow_stall_ms: splitkv_common::message::DEFAULT_FOLLOW_STALL_MS,
-        };
-        let server = {
-            let _guard = runtime.enter();
-            Server::bind(Arc::clone(&engine), &identity, &server_config).expect("bind")
-        };
-        let port = server.local_addr().expect("address").port();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        runtime.spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        Self {
-            dir,
-            port,
-            engine,
-            _runtime: runtime,
-            stop: Some(stop),
-        }
-    }
-
-    fn engine_config(&self, writer: bool) -> EngineConfig {
-        let identity = Arc::new(
-            NodeIdentity::load(&self.dir.path().join("certs").join("compute"))
-                .expect("compute identity"),
-        );
-        let mut config = EngineConfig::new(format!("localhost:{}", self.port), identity);
-        config.writer = writer;
-        config
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = self.engine.close();
     }
 }
 
@@ -225,7 +131,7 @@ fn freshness(writer: &Engine, reader: &Engine, seconds: u64) {
     }
 }
 
-fn promotion(node: &Node, writer: Engine, reader: Engine, keys: u64) {
+fn promotion(node: &BenchNode, writer: Engine, reader: Engine, keys: u64) {
     let caught_up = reader.wait_until(Duration::from_secs(60), |r| {
         r.has_applied(&writer.applied_seqs())
     });
@@ -288,7 +194,7 @@ fn cpu_seconds() -> f64 {
 
 /// CPU the process uses over `idle` with `readers` idle readers (and the
 /// writer and the storage node) connected.
-fn idle_cpu(node: &Node, readers: usize, idle: Duration) {
+fn idle_cpu(node: &BenchNode, readers: usize, idle: Duration) {
     let connected: Vec<Engine> = (0..readers)
         .map(|_| Engine::connect(node.engine_config(false)).expect("connect a reader"))
         .collect();
@@ -309,7 +215,7 @@ fn idle_cpu(node: &Node, readers: usize, idle: Duration) {
 
 fn main() {
     let options = options();
-    let node = Node::with_keys(options.keys);
+    let node = BenchNode::with_keys(options.keys);
     let writer = Engine::connect(node.engine_config(true)).expect("connect the writer");
     let reader = Engine::connect(node.engine_config(false)).expect("connect a reader");
     assert!(reader.wait_until(Duration::from_secs(30), |r| r.following()));

@@ -42,17 +42,21 @@ pub struct ServerFacts<'a> {
     pub replication: Option<&'a Replication>,
 }
 
+/// True if INFO with the sections `wanted` (lower case) shows `section`.
+pub fn shows(section: &str, wanted: &[String]) -> bool {
+    wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| w == section || w == "all" || w == "everything" || w == "default")
+}
+
 /// INFO's text for the sections `wanted` names (lower case; empty means
 /// the default set, which is every section; `all` and `everything` are
 /// every section too). Sections are separated by a blank line.
 pub fn render(engine: &Engine, facts: &ServerFacts<'_>, wanted: &[String]) -> String {
-    let every = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| w == "all" || w == "everything" || w == "default");
     let mut text = String::with_capacity(2048);
     for section in SECTIONS {
-        if !every && !wanted.iter().any(|w| w == section) {
+        if !shows(section, wanted) {
             continue;
         }
         if !text.is_empty() {

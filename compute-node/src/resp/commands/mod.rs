@@ -488,7 +488,7 @@ impl<'a> RespClient<'a> {
         let checked = rejection(cmd).and_then(|entry| {
             if !self.authenticated && !entry.flags.contains(&"no_auth") {
                 Err("NOAUTH Authentication required.".to_string())
-            } else if entry.flags.contains(&"write") && !self.engine.is_writer() {
+            } else if !self.engine.is_writer() && entry.flags.contains(&"write") {
                 // As Redis's `processCommand` refuses writes on a read-only
                 // replica (inside MULTI too, which then aborts EXEC).
                 Err(replication::READ_ONLY_REPLICA.to_string())

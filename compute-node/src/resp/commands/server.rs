@@ -14,14 +14,23 @@ impl RespClient<'_> {
     /// INFO [section...].
     pub(super) async fn info(&self, cmd: &[Bytes], out: &mut Replies) {
         let shared = self.shared;
-        // A reader's lag needs the storage node's key-log counts; without
-        // them the section shows what the reader knows.
-        let replication = match self.engine.replication_async().await {
-            Ok(replication) => Some(replication),
-            Err(e) => {
-                tracing::debug!("INFO without the storage node's replication figures: {e}");
-                None
+        let wanted: Vec<String> = cmd[1..]
+            .iter()
+            .map(|s| shown(s, 64).to_ascii_lowercase())
+            .collect();
+        // A reader's lag needs the storage node's key-log counts (one round
+        // trip, only when the section is shown); without them the section
+        // shows what the reader knows.
+        let replication = if crate::resp::info::shows("replication", &wanted) {
+            match self.engine.replication_async().await {
+                Ok(replication) => Some(replication),
+                Err(e) => {
+                    tracing::debug!("INFO without the storage node's replication figures: {e}");
+                    None
+                }
             }
+        } else {
+            None
         };
         let facts = crate::resp::info::ServerFacts {
             redis_version: REDIS_VERSION,
@@ -33,10 +42,6 @@ impl RespClient<'_> {
             uptime_seconds: shared.started.elapsed().as_secs(),
             replication: replication.as_ref(),
         };
-        let wanted: Vec<String> = cmd[1..]
-            .iter()
-            .map(|s| shown(s, 64).to_ascii_lowercase())
-            .collect();
         let text = crate::resp::info::render(self.engine, &facts, &wanted);
         out.verbatim(text.as_bytes());
     }
