@@ -27,7 +27,7 @@ use crate::frame::{self, RawFrame};
 pub const DEFAULT_FOLLOW_STALL_MS: u64 = 10_000;
 
 /// Version of this protocol; a node refuses a peer that speaks another.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Application error codes with which a storage node closes a connection.
 pub mod close_code {
@@ -85,17 +85,18 @@ pub enum RequestBody<'a> {
         /// The key.
         #[serde(borrow)]
         key: &'a [u8],
+        /// When the version expires (absolute Unix milliseconds; 0: never).
+        expire_at_ms: u64,
     },
-    /// Puts and deletes applied as one unit (all or none after a crash), in
-    /// order; the values of the puts are the blob, concatenated, with their
-    /// lengths here.
+    /// Puts, deletes and expiries applied as one unit (all or none after a
+    /// crash), in order; the values of the puts are the blob, concatenated,
+    /// with their lengths in `ops`.
     WriteMany {
         /// The keys, in order.
         #[serde(borrow)]
         keys: Vec<&'a [u8]>,
-        /// For each key in the same order: the length of its value in the
-        /// blob (a put), or `None` (a delete).
-        value_lens: Vec<Option<u32>>,
+        /// What to do with each key, in the same order.
+        ops: Vec<BatchEntry>,
     },
     /// Delete `key`.
     Delete {
@@ -155,6 +156,37 @@ pub enum RequestBody<'a> {
     Stats,
     /// Answer at once.
     Ping,
+}
+
+/// One operation of a [`RequestBody::WriteMany`], without its key (in
+/// `keys`) or value (in the blob).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BatchEntry {
+    /// A put whose value is the next `value_len` bytes of the blob.
+    Put {
+        /// Bytes of the value.
+        value_len: u32,
+        /// When the version expires (absolute Unix milliseconds; 0: never).
+        expire_at_ms: u64,
+    },
+    /// A delete.
+    Delete,
+    /// The version of the key with sequence number `version_seq` expired:
+    /// it is gone, and a newer version is not touched.
+    Expire {
+        /// Sequence number of the expired version.
+        version_seq: u64,
+    },
+}
+
+impl BatchEntry {
+    /// Bytes of the blob this operation takes.
+    fn value_len(&self) -> Option<u32> {
+        match *self {
+            BatchEntry::Put { value_len, .. } => Some(value_len),
+            BatchEntry::Delete | BatchEntry::Expire { .. } => None,
+        }
+    }
 }
 
 /// A request with its id.
@@ -420,15 +452,15 @@ pub fn decode_response(frame: &RawFrame) -> Result<Response, DecodeError> {
 }
 
 /// Splits the blob of a [`RequestBody::WriteMany`] into the values of its
-/// puts (`None` for each delete), checking that the lengths add up.
+/// puts (`None` for each other operation), checking that the lengths add up.
 pub fn split_values<'a>(
     blob: &'a [u8],
-    value_lens: &[Option<u32>],
+    ops: &[BatchEntry],
 ) -> Result<Vec<Option<&'a [u8]>>, DecodeError> {
-    let mut values = Vec::with_capacity(value_lens.len());
+    let mut values = Vec::with_capacity(ops.len());
     let mut rest = blob;
-    for &len in value_lens {
-        let Some(len) = len else {
+    for op in ops {
+        let Some(len) = op.value_len() else {
             values.push(None);
             continue;
         };
@@ -451,6 +483,17 @@ mod tests {
     use super::*;
     use crate::frame::FrameDecoder;
 
+    fn put(value_len: u32) -> BatchEntry {
+        BatchEntry::Put {
+            value_len,
+            expire_at_ms: u64::from(value_len) * 1000,
+        }
+    }
+
+    fn expire(version_seq: u64) -> BatchEntry {
+        BatchEntry::Expire { version_seq }
+    }
+
     fn round_trip(bytes: &Bytes) -> RawFrame {
         let mut decoder = FrameDecoder::new(1 << 20);
         decoder.push(bytes).expect("push");
@@ -463,19 +506,23 @@ mod tests {
         let request = Request {
             id: 7,
             body: RequestBody::WriteMany {
-                keys: vec![b"a", b"gone", b"bb"],
-                value_lens: vec![Some(3), None, Some(0)],
+                keys: vec![b"a", b"gone", b"bb", b"old"],
+                ops: vec![put(3), BatchEntry::Delete, put(0), expire(7)],
             },
         };
         let bytes = encode(&mut out, &request, b"xyz");
         let frame = round_trip(&bytes);
         assert_eq!(decode_request(&frame).expect("decodes"), request);
         assert_eq!(
-            split_values(&frame.blob, &[Some(3), None, Some(0)]).expect("split"),
-            vec![Some(&b"xyz"[..]), None, Some(b"")]
+            split_values(
+                &frame.blob,
+                &[put(3), BatchEntry::Delete, put(0), expire(7)]
+            )
+            .expect("split"),
+            vec![Some(&b"xyz"[..]), None, Some(b""), None]
         );
-        assert!(split_values(&frame.blob, &[Some(4)]).is_err());
-        assert!(split_values(&frame.blob, &[Some(2), None]).is_err());
+        assert!(split_values(&frame.blob, &[put(4)]).is_err());
+        assert!(split_values(&frame.blob, &[put(2), BatchEntry::Delete]).is_err());
     }
 
     #[test]
@@ -514,9 +561,9 @@ mod tests {
 
     #[test]
     fn batch_lengths_must_match_the_blob() {
-        assert!(split_values(b"abc", &[Some(4)]).is_err());
-        assert!(split_values(b"abc", &[Some(1)]).is_err());
-        assert!(split_values(b"abc", &[Some(1), None, Some(2)]).is_ok());
+        assert!(split_values(b"abc", &[put(4)]).is_err());
+        assert!(split_values(b"abc", &[put(1)]).is_err());
+        assert!(split_values(b"abc", &[put(1), BatchEntry::Delete, put(2)]).is_ok());
     }
 
     #[test]
@@ -526,7 +573,10 @@ mod tests {
         let key = vec![1u8; 1024];
         let request = Request {
             id: u64::MAX,
-            body: RequestBody::Put { key: &key },
+            body: RequestBody::Put {
+                key: &key,
+                expire_at_ms: u64::MAX,
+            },
         };
         let head = encode_head(&mut out, &request, 16 << 20);
         assert!(head.len() - 4 + (16 << 20) <= limit);

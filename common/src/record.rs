@@ -20,12 +20,19 @@
 //!
 //! ```text
 //! crc32c u32 | payload_len u32 | entry* | zero padding to 8 bytes
-//! entry: kind u8 | reserved u8 | key_len u16 | value_len u32 | seq u64 | value_offset u64 | key
+//! entry: kind u8 | flags u8 | key_len u16 | value_len u32 | seq u64 | value_offset u64
+//!        | expire_at_ms u64 (only with flag 0x01) | key
 //! ```
 //!
-//! Kinds: 1 put, 2 delete, 3 clear. A clear entry has no key, no value and
-//! offset 0: it says that every record of every key with a lower sequence
-//! number is gone (what FLUSHALL writes).
+//! Kinds: 1 put, 2 delete, 3 clear, 4 expire. A clear entry has no key, no
+//! value and offset 0: it says that every record of every key with a lower
+//! sequence number is gone (what FLUSHALL writes). An expire entry says
+//! that the version of its key with the sequence number in its offset
+//! field is gone (its time to live ran out), and nothing newer is touched.
+//!
+//! Flag 0x01 (puts only): the version expires at `expire_at_ms`, absolute
+//! Unix time in milliseconds; an entry without it never expires and costs
+//! nothing more.
 //!
 //! The checksum covers `payload_len` and the payload. A frame whose
 //! `payload_len` is [`PAD_MARKER`] is padding: the rest of its key-log chunk
@@ -37,14 +44,18 @@ use thiserror::Error;
 pub const VALUE_HEADER_BYTES: usize = 20;
 /// Bytes of a key-log frame header (checksum and payload length).
 pub const FRAME_HEADER_BYTES: usize = 8;
-/// Bytes of one key-log entry before its key.
+/// Bytes of one key-log entry before its key (without an expiry time).
 pub const ENTRY_HEADER_BYTES: usize = 24;
+/// Bytes an expiry time adds to a key-log entry.
+pub const ENTRY_EXPIRY_BYTES: usize = 8;
 /// Key-log frames start at multiples of this.
 pub const FRAME_ALIGN: usize = 8;
 /// `payload_len` of a padding frame that ends its key-log chunk.
 pub const PAD_MARKER: u32 = u32::MAX;
 
 const FLAG_VALUE: u8 = 0x01;
+/// Key-entry flag: an expiry time follows the entry header.
+const ENTRY_FLAG_EXPIRY: u8 = 0x01;
 
 /// Why bytes could not be decoded as a record or frame.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -164,6 +175,14 @@ pub enum EntryKind {
     /// any partition, is gone. The entry has an empty key, and its offset
     /// and length are zero.
     Clear,
+    /// The version of the key with sequence number `version_seq` expired
+    /// and is gone; a newer version, if any, is not touched. The entry's
+    /// offset and length are zero (on disk the offset field holds
+    /// `version_seq`).
+    Expire {
+        /// Sequence number of the version that expired.
+        version_seq: u64,
+    },
 }
 
 /// One key-log entry.
@@ -177,6 +196,9 @@ pub struct KeyEntry<'a> {
     pub value_offset: u64,
     /// Length of the value (0 for a delete or a clear).
     pub value_len: u32,
+    /// When a put's version expires: absolute Unix time in milliseconds, 0
+    /// for never (always 0 for the other kinds).
+    pub expire_at_ms: u64,
     /// The key (empty for a clear).
     pub key: &'a [u8],
 }
@@ -184,7 +206,12 @@ pub struct KeyEntry<'a> {
 impl KeyEntry<'_> {
     /// Bytes this entry occupies inside a frame.
     pub fn encoded_len(&self) -> usize {
-        ENTRY_HEADER_BYTES + self.key.len()
+        let expiry = if self.expire_at_ms != 0 {
+            ENTRY_EXPIRY_BYTES
+        } else {
+            0
+        };
+        ENTRY_HEADER_BYTES + expiry + self.key.len()
     }
 
     /// Length of the value-log record this entry points at (0 for a delete
@@ -192,7 +219,7 @@ impl KeyEntry<'_> {
     pub fn record_len(&self) -> usize {
         match self.kind {
             EntryKind::Put => value_record_len(self.key.len(), self.value_len as usize),
-            EntryKind::Delete | EntryKind::Clear => 0,
+            EntryKind::Delete | EntryKind::Clear | EntryKind::Expire { .. } => 0,
         }
     }
 }
@@ -216,23 +243,30 @@ impl FrameBuilder {
         self.buf.resize(FRAME_HEADER_BYTES, 0);
     }
 
-    /// Appends one entry to the frame being built.
+    /// Appends one entry to the frame being built (an expiry time is
+    /// written only for a put, and only when it is not 0).
     ///
     /// # Panics
     /// If the key is longer than `u16::MAX` bytes.
     pub fn push(&mut self, entry: &KeyEntry<'_>) {
         let key_len = u16::try_from(entry.key.len()).expect("key length fits u16");
-        self.buf.push(match entry.kind {
-            EntryKind::Put => 1,
-            EntryKind::Delete => 2,
-            EntryKind::Clear => 3,
-        });
-        self.buf.push(0);
+        let (kind, offset) = match entry.kind {
+            EntryKind::Put => (1, entry.value_offset),
+            EntryKind::Delete => (2, entry.value_offset),
+            EntryKind::Clear => (3, entry.value_offset),
+            EntryKind::Expire { version_seq } => (4, version_seq),
+        };
+        let expires = entry.kind == EntryKind::Put && entry.expire_at_ms != 0;
+        self.buf.push(kind);
+        self.buf.push(if expires { ENTRY_FLAG_EXPIRY } else { 0 });
         self.buf.extend_from_slice(&key_len.to_le_bytes());
         self.buf.extend_from_slice(&entry.value_len.to_le_bytes());
         self.buf.extend_from_slice(&entry.seq.to_le_bytes());
-        self.buf
-            .extend_from_slice(&entry.value_offset.to_le_bytes());
+        self.buf.extend_from_slice(&offset.to_le_bytes());
+        if expires {
+            self.buf
+                .extend_from_slice(&entry.expire_at_ms.to_le_bytes());
+        }
         self.buf.extend_from_slice(entry.key);
     }
 
@@ -372,10 +406,17 @@ fn parse_entry(bytes: &[u8]) -> Result<(KeyEntry<'_>, usize), RecordError> {
             needed: ENTRY_HEADER_BYTES,
             available: bytes.len(),
         })?;
-    let kind = match header[0] {
-        1 => EntryKind::Put,
-        2 => EntryKind::Delete,
-        3 => EntryKind::Clear,
+    let offset = read_u64(header, 16);
+    let (kind, value_offset) = match header[0] {
+        1 => (EntryKind::Put, offset),
+        2 => (EntryKind::Delete, offset),
+        3 => (EntryKind::Clear, offset),
+        4 => (
+            EntryKind::Expire {
+                version_seq: offset,
+            },
+            0,
+        ),
         _ => return Err(RecordError::Malformed("unknown key-entry kind")),
     };
     let key_len = usize::from(u16::from_le_bytes([header[2], header[3]]));
@@ -385,19 +426,38 @@ fn parse_entry(bytes: &[u8]) -> Result<(KeyEntry<'_>, usize), RecordError> {
         (_, 0) => return Err(RecordError::Malformed("empty key")),
         _ => {}
     }
-    let used = ENTRY_HEADER_BYTES + key_len;
-    let key = bytes
-        .get(ENTRY_HEADER_BYTES..used)
-        .ok_or(RecordError::Truncated {
-            needed: used,
-            available: bytes.len(),
-        })?;
+    let flags = header[1];
+    let expiry_bytes = match (flags, kind) {
+        (0, _) => 0,
+        (ENTRY_FLAG_EXPIRY, EntryKind::Put) => ENTRY_EXPIRY_BYTES,
+        (ENTRY_FLAG_EXPIRY, _) => {
+            return Err(RecordError::Malformed(
+                "an expiry time on an entry that is not a put",
+            ));
+        }
+        _ => return Err(RecordError::Malformed("unknown key-entry flags")),
+    };
+    let key_at = ENTRY_HEADER_BYTES + expiry_bytes;
+    let used = key_at + key_len;
+    let body = bytes.get(..used).ok_or(RecordError::Truncated {
+        needed: used,
+        available: bytes.len(),
+    })?;
+    let expire_at_ms = if expiry_bytes == 0 {
+        0
+    } else {
+        match read_u64(body, ENTRY_HEADER_BYTES) {
+            0 => return Err(RecordError::Malformed("an expiry time of 0")),
+            at => at,
+        }
+    };
     let entry = KeyEntry {
         kind,
         value_len: read_u32(header, 4),
         seq: read_u64(header, 8),
-        value_offset: read_u64(header, 16),
-        key,
+        value_offset,
+        expire_at_ms,
+        key: &body[key_at..],
     };
     Ok((entry, used))
 }
@@ -470,6 +530,7 @@ mod tests {
             seq: 10,
             value_offset: 4096,
             value_len: 100,
+            expire_at_ms: 0,
             key: b"alpha",
         });
         builder.push(&KeyEntry {
@@ -477,6 +538,7 @@ mod tests {
             seq: 11,
             value_offset: 0,
             value_len: 0,
+            expire_at_ms: 0,
             key: b"beta",
         });
         let bytes = builder.finish().to_vec();
@@ -503,6 +565,7 @@ mod tests {
             seq: 42,
             value_offset: 0,
             value_len: 0,
+            expire_at_ms: 0,
             key: b"",
         });
         let bytes = builder.finish().to_vec();
@@ -523,6 +586,7 @@ mod tests {
             seq: 43,
             value_offset: 0,
             value_len: 0,
+            expire_at_ms: 0,
             key: b"k",
         });
         let bytes = builder.finish().to_vec();
@@ -537,6 +601,7 @@ mod tests {
             seq: 44,
             value_offset: 0,
             value_len: 0,
+            expire_at_ms: 0,
             key: b"",
         });
         let bytes = builder.finish().to_vec();
@@ -544,6 +609,88 @@ mod tests {
             decode_frame(&bytes).map(|_| ()),
             Err(RecordError::Malformed("empty key"))
         );
+    }
+
+    #[test]
+    fn expiry_times_and_expire_entries_round_trip() {
+        let mut builder = FrameBuilder::default();
+        builder.begin();
+        let timed = KeyEntry {
+            kind: EntryKind::Put,
+            seq: 10,
+            value_offset: 4096,
+            value_len: 3,
+            expire_at_ms: 1_900_000_000_123,
+            key: b"session",
+        };
+        let plain = KeyEntry {
+            expire_at_ms: 0,
+            seq: 11,
+            ..timed
+        };
+        let expired = KeyEntry {
+            kind: EntryKind::Expire { version_seq: 10 },
+            seq: 12,
+            value_offset: 0,
+            value_len: 0,
+            expire_at_ms: 0,
+            key: b"session",
+        };
+        for entry in [&timed, &plain, &expired] {
+            builder.push(entry);
+        }
+        let bytes = builder.finish().to_vec();
+        assert_eq!(
+            bytes.len(),
+            frame_len(timed.encoded_len() + plain.encoded_len() + expired.encoded_len())
+        );
+        assert_eq!(
+            timed.encoded_len(),
+            plain.encoded_len() + ENTRY_EXPIRY_BYTES
+        );
+        let (Frame::Entries(entries), _) = decode_frame(&bytes).expect("decodes") else {
+            panic!("expected entries")
+        };
+        let all: Vec<_> = entries.iter().map(|e| e.expect("entry")).collect();
+        assert_eq!(all, vec![timed, plain, expired]);
+        assert_eq!(entries.max_seq(), 12);
+    }
+
+    #[test]
+    fn an_expiry_flag_off_a_put_or_an_unknown_flag_is_refused() {
+        let mut builder = FrameBuilder::default();
+        builder.begin();
+        builder.push(&KeyEntry {
+            kind: EntryKind::Put,
+            seq: 1,
+            value_offset: 0,
+            value_len: 1,
+            expire_at_ms: 5,
+            key: b"k",
+        });
+        let good = builder.finish().to_vec();
+        for (flags, kind, reason) in [
+            (0x02, 1, "unknown key-entry flags"),
+            (
+                ENTRY_FLAG_EXPIRY,
+                2,
+                "an expiry time on an entry that is not a put",
+            ),
+        ] {
+            let mut bad = good.clone();
+            bad[FRAME_HEADER_BYTES] = kind;
+            bad[FRAME_HEADER_BYTES + 1] = flags;
+            let crc = crc32c::crc32c(&bad[4..FRAME_HEADER_BYTES + good_payload(&good)]);
+            bad[0..4].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(
+                decode_frame(&bad).map(|_| ()),
+                Err(RecordError::Malformed(reason))
+            );
+        }
+    }
+
+    fn good_payload(frame: &[u8]) -> usize {
+        read_u32(frame, 4) as usize
     }
 
     #[test]
@@ -568,6 +715,7 @@ mod tests {
             seq: 1,
             value_offset: 0,
             value_len: 1,
+            expire_at_ms: 0,
             key: b"k",
         });
         let bytes = builder.finish().to_vec();

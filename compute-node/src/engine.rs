@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use crate::cache::ValueCache;
 use crate::config::EngineConfig;
 use crate::error::{EngineError, Result};
+use crate::expiry;
 use crate::index::{Index, IndexStats};
 use crate::rebuild;
 use crate::window::{Fetch, PartitionWindows};
@@ -42,6 +43,8 @@ pub(crate) struct Counters {
     pub(crate) window_fetch_bytes: AtomicU64,
     pub(crate) tail_pulls: AtomicU64,
     pub(crate) clears: AtomicU64,
+    /// Keys the active expiry removed.
+    pub(crate) expired_keys: AtomicU64,
     /// Milliseconds the start's index rebuild took.
     pub(crate) rebuild_ms: AtomicU64,
 }
@@ -88,6 +91,15 @@ pub struct EngineStats {
     pub window_fetch_bytes: u64,
     /// Key-log tails pulled after reconnections.
     pub tail_pulls: u64,
+    /// Keys whose time to live ran out that the writer's active expiry
+    /// removed (logged as expire entries).
+    pub expired_keys: u64,
+    /// Live keys that have an expiry time (expired ones not yet removed
+    /// included).
+    pub expiring_keys: u64,
+    /// The mean time those keys have left, in milliseconds (0 without
+    /// any).
+    pub avg_ttl_ms: u64,
     /// Milliseconds the index rebuild at start took (every partition's key
     /// log exported and merged, tombstones dropped; connecting not
     /// included).
@@ -139,6 +151,8 @@ pub(crate) struct Inner {
     pub(crate) writer: AtomicBool,
     /// A reader's tasks that follow the key logs.
     pub(crate) followers: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
+    /// The writer's active expiry task.
+    pub(crate) expirer: parking_lot::Mutex<Option<tokio::task::AbortHandle>>,
     /// Per partition: key-log entries applied (the rebuild's and, for a
     /// reader, the followed ones).
     pub(crate) applied_entries: Vec<AtomicU64>,
@@ -394,13 +408,23 @@ impl Engine {
             window_fetches: c.window_fetches.load(Ordering::Relaxed),
             window_fetch_bytes: c.window_fetch_bytes.load(Ordering::Relaxed),
             tail_pulls: c.tail_pulls.load(Ordering::Relaxed),
+            expired_keys: c.expired_keys.load(Ordering::Relaxed),
+            expiring_keys: self.inner.index.expiring_keys(),
+            avg_ttl_ms: self
+                .inner
+                .index
+                .avg_expire_at_ms()
+                .map_or(0, |at| at.saturating_sub(expiry::now_ms())),
             rebuild_ms: c.rebuild_ms.load(Ordering::Relaxed),
         }
     }
 
-    /// Live keys in the index.
+    /// Keys with a value that has not expired.
     pub fn len(&self) -> u64 {
-        self.inner.index.live_keys()
+        let index = &self.inner.index;
+        // Expired at now: expiry times below it.
+        let expired = index.expired_keys_present(expiry::now_ms().saturating_sub(1));
+        index.live_keys().saturating_sub(expired)
     }
 
     /// True if the index holds no live key.
@@ -472,6 +496,7 @@ async fn connect_inner(
         follow_caught_up: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
         writer: AtomicBool::new(config_writer),
         followers: parking_lot::Mutex::new(Vec::new()),
+        expirer: parking_lot::Mutex::new(None),
         applied_entries: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         applied_at_ms: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         started: std::time::Instant::now(),
@@ -484,7 +509,9 @@ async fn connect_inner(
         .counters
         .rebuild_ms
         .store(rebuild_ms, Ordering::Relaxed);
-    if !inner.is_writer() {
+    if inner.is_writer() {
+        expiry::spawn_active_expiry(&inner);
+    } else {
         crate::follow::spawn_followers(&inner);
     }
     let stats = inner.index.stats();

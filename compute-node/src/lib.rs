@@ -7,6 +7,7 @@ mod cache;
 pub mod config;
 mod engine;
 pub mod error;
+pub mod expiry;
 mod follow;
 pub mod index;
 mod ops;

@@ -22,6 +22,7 @@ use splitkv_common::record::{self, VALUE_HEADER_BYTES};
 
 use crate::engine::{Engine, Inner};
 use crate::error::{EngineError, Result};
+use crate::expiry;
 use crate::index::Location;
 use crate::window::Lookup;
 
@@ -77,6 +78,7 @@ impl Inner {
         partition: usize,
         key: &[u8],
         value_len: usize,
+        expire_at_ms: u64,
         value: Option<Cacheable<'_>>,
         ack: WriteAck,
     ) {
@@ -86,6 +88,7 @@ impl Inner {
             offset: ack.offset,
             len: len as u32,
             partition: partition as u16,
+            expire_at_ms,
         };
         if self.index.apply(key, location) {
             match value {
@@ -100,12 +103,13 @@ impl Inner {
     }
 
     /// Records the acknowledgements of a batch, one per op in order.
+    /// Returns how many of its expiries removed a version from the index.
     fn record_write_many(
         &self,
         partition: usize,
         ops: &[BatchOp<'_>],
         acks: Vec<WriteAck>,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         if acks.len() != ops.len() {
             return Err(EngineError::Storage(ClientError::Protocol(format!(
                 "{} acknowledgements for a batch of {} writes",
@@ -113,19 +117,53 @@ impl Inner {
                 ops.len()
             ))));
         }
+        let mut expired = 0;
         for (op, ack) in ops.iter().zip(acks) {
             match *op {
-                BatchOp::Put { key, value } => {
+                BatchOp::Put {
+                    key,
+                    value,
+                    expire_at_ms,
+                } => {
                     let cached = self
                         .cache
                         .admits(value.len())
                         .then_some(Cacheable::Borrowed(value));
-                    self.record_put(partition, key, value.len(), cached, ack);
+                    self.record_put(partition, key, value.len(), expire_at_ms, cached, ack);
                 }
                 BatchOp::Delete { key } => self.record_delete(partition, key, ack),
+                BatchOp::Expire { key, version_seq } => {
+                    expired += u64::from(self.record_expire(partition, key, version_seq, ack));
+                }
             }
         }
-        Ok(())
+        Ok(expired)
+    }
+
+    /// Applies `ops` through `partition` as one unit and records their
+    /// acknowledgements (see [`Engine::write_many_async`]). Returns how many
+    /// of its expiries removed a version from the index.
+    pub(crate) async fn write_batch(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<u64> {
+        let partition = self.prepare_batch(partition, ops)?;
+        let acks = submit_write(self, partition, || self.client.write_many(partition, ops))
+            .await?
+            .wait()
+            .await?;
+        self.record_write_many(partition, ops, acks)
+    }
+
+    /// Records an acknowledged expire entry: the version at `version_seq`
+    /// leaves the index (a tombstone at its own sequence number, which a
+    /// newer version outranks). Returns true if it removed that version.
+    fn record_expire(&self, partition: usize, key: &[u8], version_seq: u64, ack: WriteAck) -> bool {
+        let removed = self
+            .index
+            .apply(key, Location::tombstone(version_seq, partition as u16));
+        if removed {
+            self.cache.remove(key, version_seq);
+        }
+        self.note_acked(partition, ack.seq);
+        removed
     }
 
     /// Applies a clear entry with sequence number `seq` (FLUSHALL): every
@@ -164,18 +202,30 @@ impl Inner {
     fn prepare_batch(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<usize> {
         for op in ops {
             match *op {
-                BatchOp::Put { key, value } => self.prepare_write(partition, key, Some(value))?,
-                BatchOp::Delete { key } => self.prepare_write(partition, key, None)?,
+                BatchOp::Put { key, value, .. } => {
+                    self.prepare_write(partition, key, Some(value))?
+                }
+                BatchOp::Delete { key } | BatchOp::Expire { key, .. } => {
+                    self.prepare_write(partition, key, None)?
+                }
             };
         }
         Ok(partition % self.partitions())
     }
 
-    /// Where a live key's newest record is, counting the read.
+    /// Where a live key's newest record is (none for a deleted or expired
+    /// key), counting the read.
     fn resolve(&self, key: &[u8]) -> Result<Option<Location>> {
         self.check_key(key)?;
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
-        Ok(self.index.get(key).filter(|l| !l.is_tombstone()))
+        Ok(self.visible(key))
+    }
+
+    /// `key`'s location if it has a value that has not expired.
+    pub(crate) fn visible(&self, key: &[u8]) -> Option<Location> {
+        self.index
+            .get(key)
+            .filter(|location| expiry::is_visible(location, expiry::now_ms()))
     }
 
     fn hit(&self) {
@@ -345,8 +395,20 @@ impl Engine {
     /// Puts `key` = `value` into `partition`; one caller's writes to one
     /// partition take effect in order. Blocking.
     pub fn put_on(&self, partition: usize, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put_expiring_on(partition, key, value, 0)
+    }
+
+    /// [`Engine::put_on`] of a version that expires at `expire_at_ms`
+    /// (absolute Unix milliseconds; 0: never). Blocking.
+    pub fn put_expiring_on(
+        &self,
+        partition: usize,
+        key: &[u8],
+        value: &[u8],
+        expire_at_ms: u64,
+    ) -> Result<()> {
         self.block(async {
-            let pending = self.start_put(partition, key, value).await?;
+            let pending = self.start_put(partition, key, value, expire_at_ms).await?;
             self.finish_put(pending).await
         })
     }
@@ -367,23 +429,17 @@ impl Engine {
     pub async fn put_many_async(&self, partition: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
         let ops: Vec<BatchOp<'_>> = items
             .iter()
-            .map(|&(key, value)| BatchOp::Put { key, value })
+            .map(|&(key, value)| BatchOp::put(key, value))
             .collect();
         self.write_many_async(partition, &ops).await
     }
 
-    /// Applies every op (puts and deletes) through `partition` as one unit:
-    /// after a crash either all of them or none are there, and they take
-    /// effect in order (a key written twice ends with the later op).
-    /// Returns once the storage node has acknowledged them.
+    /// Applies every op (puts, deletes, expiries) through `partition` as
+    /// one unit: after a crash either all of them or none are there, and
+    /// they take effect in order (a key written twice ends with the later
+    /// op). Returns once the storage node has acknowledged them.
     pub async fn write_many_async(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<()> {
-        let inner = &self.inner;
-        let partition = inner.prepare_batch(partition, ops)?;
-        let acks = submit_write(inner, partition, || inner.client.write_many(partition, ops))
-            .await?
-            .wait()
-            .await?;
-        inner.record_write_many(partition, ops, acks)
+        self.inner.write_batch(partition, ops).await.map(|_| ())
     }
 
     /// Deletes every key (FLUSHALL), through `partition`'s connection.
@@ -439,9 +495,18 @@ impl Engine {
         Ok(existed)
     }
 
-    /// True if `key` has a live value (as far as this engine knows).
+    /// True if `key` has a live value that has not expired (as far as this
+    /// engine knows).
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.inner.index.get(key).is_some_and(|l| !l.is_tombstone())
+        self.inner.visible(key).is_some()
+    }
+
+    /// When `key`'s value expires: `None` if it has no live value, `Some(0)`
+    /// if it never expires, else the absolute Unix time in milliseconds.
+    pub fn expire_at_ms(&self, key: &[u8]) -> Option<u64> {
+        self.inner
+            .visible(key)
+            .map(|location| location.expire_at_ms)
     }
 
     /// The value of `key`, `None` if it has none. Blocking.
@@ -453,20 +518,28 @@ impl Engine {
     /// ready window, or read on its own (never waiting for a window on its
     /// way).
     pub async fn get_async(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        Ok(self.get_expiring_async(key).await?.map(|(value, _)| value))
+    }
+
+    /// The value of `key` with its expiry time (absolute Unix
+    /// milliseconds, 0 for never), `None` if it has no value: both of the
+    /// same version, read as [`Engine::get_async`] reads.
+    pub async fn get_expiring_async(&self, key: &[u8]) -> Result<Option<(Bytes, u64)>> {
         let inner = &self.inner;
         let Some(location) = inner.resolve(key)? else {
             return Ok(None);
         };
+        let expiring = |value| Ok(Some((value, location.expire_at_ms)));
         if let Some(value) = inner.cached_value(key, &location) {
-            return Ok(Some(value));
+            return expiring(value);
         }
         if let Some(value) = inner.window_value(key, &location) {
-            return Ok(Some(value));
+            return expiring(value);
         }
         let bytes = inner.point_read(&location).await?.wait().await?;
         let value = value_of(key, &location, &bytes)?;
         inner.fill_cache(key, &location, &value);
-        Ok(Some(value))
+        expiring(value)
     }
 
     /// The values of `keys`, in order; the first error fails the batch.
@@ -538,6 +611,7 @@ pub struct PendingPut<K> {
     partition: usize,
     key: K,
     value_len: usize,
+    expire_at_ms: u64,
     /// A copy of the value for the value cache, if it takes values of its
     /// size.
     cached: Option<Bytes>,
@@ -547,18 +621,23 @@ pub struct PendingPut<K> {
 impl Engine {
     /// Sends a put into `partition` without waiting for its
     /// acknowledgement, so that several puts of one caller are in flight at
-    /// once (they take effect in the order sent). If the connection is down
-    /// or full it waits for it first. Finish with [`Engine::finish_put`].
+    /// once (they take effect in the order sent). The version expires at
+    /// `expire_at_ms` (absolute Unix milliseconds; 0: never). If the
+    /// connection is down or full it waits for it first. Finish with
+    /// [`Engine::finish_put`].
     pub async fn start_put<K: AsRef<[u8]>>(
         &self,
         partition: usize,
         key: K,
         value: &[u8],
+        expire_at_ms: u64,
     ) -> Result<PendingPut<K>> {
         let inner = &self.inner;
         let partition = inner.prepare_write(partition, key.as_ref(), Some(value))?;
         let call = submit_write(inner, partition, || {
-            inner.client.put(partition, key.as_ref(), value)
+            inner
+                .client
+                .put(partition, key.as_ref(), value, expire_at_ms)
         })
         .await?;
         let cached = inner
@@ -569,6 +648,7 @@ impl Engine {
             partition,
             key,
             value_len: value.len(),
+            expire_at_ms,
             cached,
             call,
         })
@@ -581,6 +661,7 @@ impl Engine {
             pending.partition,
             pending.key.as_ref(),
             pending.value_len,
+            pending.expire_at_ms,
             pending.cached.map(Cacheable::Owned),
             ack,
         );

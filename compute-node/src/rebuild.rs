@@ -2,7 +2,9 @@
 //! parallel at start, and a partition's tail after its connection comes back.
 //!
 //! Entries are applied by sequence number, deletes included, so the order in
-//! which partitions arrive does not matter. Tombstones stay in the index
+//! which partitions arrive does not matter. A put whose expiry time has
+//! passed is applied as a tombstone at its own sequence number, as its
+//! expire entry would be (see [`crate::expiry`]). Tombstones stay in the index
 //! until every partition has been merged; only then can no older version of
 //! a deleted key still turn up, and they are dropped.
 
@@ -15,6 +17,7 @@ use splitkv_common::record::{self, EntryKind, Frame};
 
 use crate::engine::Inner;
 use crate::error::Result;
+use crate::expiry;
 use crate::index::Location;
 
 /// What one export brought.
@@ -51,6 +54,7 @@ pub(crate) fn merge_frames(
 ) -> Result<(), ClientError> {
     let mut changes = Vec::with_capacity(frames.len() / PRESIZE_ENTRY_BYTES as usize);
     let mut clear_seq = 0;
+    let now_ms = expiry::now_ms();
     let mut at = 0;
     while at < frames.len() {
         let (frame, used) = record::decode_frame(&frames[at..]).map_err(|e| {
@@ -65,14 +69,25 @@ pub(crate) fn merge_frames(
                     EntryKind::Put => {
                         let len = entry.record_len();
                         merged.value_end = merged.value_end.max(entry.value_offset + len as u64);
-                        Location {
+                        let location = Location {
                             seq: entry.seq,
                             offset: entry.value_offset,
                             len: len as u32,
                             partition: partition as u16,
+                            expire_at_ms: entry.expire_at_ms,
+                        };
+                        if expiry::has_expired(&location, now_ms) {
+                            // Gone already: held as what it is, a
+                            // tombstone at its own sequence number.
+                            Location::tombstone(entry.seq, partition as u16)
+                        } else {
+                            location
                         }
                     }
                     EntryKind::Delete => Location::tombstone(entry.seq, partition as u16),
+                    EntryKind::Expire { version_seq } => {
+                        Location::tombstone(version_seq, partition as u16)
+                    }
                     EntryKind::Clear => {
                         clear_seq = clear_seq.max(entry.seq);
                         continue;

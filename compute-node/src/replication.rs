@@ -79,6 +79,7 @@ impl Engine {
         let fenced_after = started.elapsed();
         let caught_up_entries = rebuild::pull_tails(inner).await?;
         inner.writer.store(true, Ordering::Release);
+        crate::expiry::spawn_active_expiry(inner);
         inner.applied.notify_waiters();
         let elapsed = started.elapsed();
         tracing::info!(

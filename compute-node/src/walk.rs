@@ -4,6 +4,13 @@
 use std::hash::{BuildHasher, RandomState};
 
 use crate::Engine;
+use crate::expiry;
+
+/// Random picks RANDOMKEY tries before it walks the index for a key that
+/// has not expired.
+const RANDOM_PICKS: usize = 16;
+/// Entries one step of that walk visits.
+const WALK_STEP: usize = 1024;
 
 impl Engine {
     /// One step of a walk over every live key: starting at `cursor` (0 to
@@ -12,16 +19,41 @@ impl Engine {
     /// complete). A key present from the first step to the last is passed
     /// at least once, whatever is added or deleted meanwhile; a key may be
     /// passed twice. Any `u64` is a valid cursor (one that names no place
-    /// ends the walk). `f` must not use the engine.
+    /// ends the walk). Expired keys are not passed. `f` must not use the
+    /// engine.
     pub fn scan_keys(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8])) -> u64 {
-        self.inner.index.scan(cursor, count, |key, _| f(key))
+        let now_ms = expiry::now_ms();
+        self.inner.index.scan(cursor, count, |key, location| {
+            if expiry::is_visible(location, now_ms) {
+                f(key)
+            }
+        })
     }
 
-    /// A live key, picked at random (not uniformly), or `None` if there is
-    /// none.
+    /// A live key that has not expired, picked at random (not uniformly),
+    /// or `None` if there is none.
     pub fn random_key(&self) -> Option<Vec<u8>> {
-        // Every `RandomState` is seeded afresh, so this differs per call.
-        let random = RandomState::new().hash_one(0u8);
-        self.inner.index.random_key(random).map(|(key, _)| key)
+        let now_ms = expiry::now_ms();
+        for _ in 0..RANDOM_PICKS {
+            // Every `RandomState` is seeded afresh, so this differs per call.
+            let random = RandomState::new().hash_one(0u8);
+            let (key, location) = self.inner.index.random_key(random)?;
+            if expiry::is_visible(&location, now_ms) {
+                return Some(key);
+            }
+        }
+        // Mostly expired keys (not yet removed): walk for one that is not.
+        let mut cursor = 0;
+        loop {
+            let mut found = None;
+            cursor = self.inner.index.scan(cursor, WALK_STEP, |key, location| {
+                if found.is_none() && expiry::is_visible(location, now_ms) {
+                    found = Some(key.to_vec());
+                }
+            });
+            if found.is_some() || cursor == 0 {
+                return found;
+            }
+        }
     }
 }

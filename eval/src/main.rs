@@ -107,6 +107,15 @@ struct RunArgs {
     /// Size of the hot region, in MiB.
     #[arg(long, default_value_t = 10)]
     region_mib: u64,
+    /// Percent of the keys written with a time to live (`--ttl-secs`), so
+    /// that expiry is exercised at scale: those keys carry their expiry
+    /// time through the restart, and the read phases check that they are
+    /// there (the TTL outlasts the run by default).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    ttl_percent: u8,
+    /// The time to live of those keys, in seconds.
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    ttl_secs: u64,
     /// Bytes of the engine's hot-value cache, in MiB (0 turns it off;
     /// default: the compute node's default).
     #[arg(long)]
@@ -151,6 +160,8 @@ fn run(args: RunArgs) -> Result<bool> {
         per_thread: args.per_thread,
         value_size: args.value_size,
         region_bytes: args.region_mib << 20,
+        ttl_percent: args.ttl_percent,
+        ttl_ms: args.ttl_secs.saturating_mul(1000),
     };
     let mut cluster = None;
     let mut store: Box<dyn Store> = match (&args.resp, &args.storage) {

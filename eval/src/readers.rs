@@ -75,8 +75,8 @@ struct Waiting<'a> {
 }
 
 impl Store for ReadersStore {
-    fn put(&self, thread: usize, key: &[u8], value: &[u8]) -> Result<()> {
-        self.writer.put(thread, key, value)
+    fn put(&self, thread: usize, key: &[u8], value: &[u8], ttl_ms: u64) -> Result<()> {
+        self.writer.put(thread, key, value, ttl_ms)
     }
 
     fn get(&self, thread: usize, key: &[u8]) -> Result<Option<Bytes>> {

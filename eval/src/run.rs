@@ -35,6 +35,22 @@ pub struct RunShape {
     pub value_size: usize,
     /// Bytes of log one hot region spans.
     pub region_bytes: u64,
+    /// Percent of each writer's keys put with a time to live.
+    pub ttl_percent: u8,
+    /// The time to live of those keys, in milliseconds.
+    pub ttl_ms: u64,
+}
+
+impl RunShape {
+    /// The time to live key `i` is put with (0: none): the first
+    /// `ttl_percent` of every hundred keys get one.
+    fn ttl_ms_of(&self, i: u64) -> u64 {
+        if i % 100 < u64::from(self.ttl_percent) {
+            self.ttl_ms
+        } else {
+            0
+        }
+    }
 }
 
 /// What one thread counted.
@@ -127,7 +143,7 @@ fn write_phase(store: &dyn Store, shape: &RunShape) -> PhaseReport {
             let k = key(t, i);
             fill_value(&k, 0, &mut value);
             let started = Instant::now();
-            match store.put(t, &k, &value) {
+            match store.put(t, &k, &value, shape.ttl_ms_of(i)) {
                 Ok(()) => tally.ok += 1,
                 Err(e) => {
                     if first_error.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -280,6 +296,8 @@ mod tests {
             per_thread: 10,
             value_size: 8,
             region_bytes: 1 << 20,
+            ttl_percent: 0,
+            ttl_ms: 0,
         };
         let (_, _, ok, errors) = run_threads(&shape, "test", |t, tally, _| {
             for i in 0..shape.per_thread {

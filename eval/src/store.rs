@@ -13,8 +13,9 @@ use crate::report::{CatchUpReport, ReaderLag};
 /// A key-value store as the evaluator's threads use it. Thread `t` passes
 /// its number so that its writes keep to one connection.
 pub trait Store: Send + Sync {
-    /// Puts and waits for the acknowledgement.
-    fn put(&self, thread: usize, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Puts and waits for the acknowledgement; with `ttl_ms` other than 0
+    /// the key expires that many milliseconds after the put.
+    fn put(&self, thread: usize, key: &[u8], value: &[u8], ttl_ms: u64) -> Result<()>;
     /// Reads a value.
     fn get(&self, thread: usize, key: &[u8]) -> Result<Option<Bytes>>;
     /// Drops the store's state and connects again (the restart phase).
@@ -65,8 +66,14 @@ impl EngineStore {
 }
 
 impl Store for EngineStore {
-    fn put(&self, thread: usize, key: &[u8], value: &[u8]) -> Result<()> {
-        Ok(self.engine()?.put_on(thread, key, value)?)
+    fn put(&self, thread: usize, key: &[u8], value: &[u8], ttl_ms: u64) -> Result<()> {
+        let expire_at_ms = match ttl_ms {
+            0 => 0,
+            ttl_ms => compute_node::expiry::now_ms() + ttl_ms,
+        };
+        Ok(self
+            .engine()?
+            .put_expiring_on(thread, key, value, expire_at_ms)?)
     }
 
     fn get(&self, _thread: usize, key: &[u8]) -> Result<Option<Bytes>> {
@@ -239,9 +246,14 @@ impl Replication {
 }
 
 impl Store for RespStore {
-    fn put(&self, thread: usize, key: &[u8], value: &[u8]) -> Result<()> {
+    fn put(&self, thread: usize, key: &[u8], value: &[u8], ttl_ms: u64) -> Result<()> {
         self.with(thread, |c| {
-            redis::cmd("SET").arg(key).arg(value).query::<()>(c)
+            let mut set = redis::cmd("SET");
+            set.arg(key).arg(value);
+            if ttl_ms > 0 {
+                set.arg("PX").arg(ttl_ms);
+            }
+            set.query::<()>(c)
         })
     }
 

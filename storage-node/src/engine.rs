@@ -181,7 +181,16 @@ impl StorageEngine {
     /// once acknowledged (see [`StorageEngine::write`]).
     pub fn put(&self, partition: usize, key: &[u8], value: &[u8]) -> Result<u64> {
         let mut ack = [WriteAck::default()];
-        self.write(partition, None, &[WriteOp::Put { key, value }], &mut ack)?;
+        self.write(
+            partition,
+            None,
+            &[WriteOp::Put {
+                key,
+                value,
+                expire_at_ms: 0,
+            }],
+            &mut ack,
+        )?;
         Ok(ack[0].seq)
     }
 
@@ -425,7 +434,7 @@ mod tests {
             let done: WriteCompletion = Box::new(move |result| {
                 let _ = tx.send((i, result));
             });
-            match engine.submit_write(0, None, OwnedWrite::put(key, value), done) {
+            match engine.submit_write(0, None, OwnedWrite::put(key, value, 0), done) {
                 Submitted::Done(result) => *seq = Some(result.expect("put")[0].seq),
                 Submitted::Queued => queued += 1,
                 Submitted::QueueFull(..) => panic!("{count} writes fit the queue"),
@@ -477,6 +486,7 @@ mod tests {
             OwnedWrite::put(
                 Bytes::from(format!("k{i}").into_bytes()),
                 Bytes::from(vec![1; len]),
+                0,
             )
         };
         // A large put must wait, so it is queued; its completion holds the
@@ -531,8 +541,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let engine = open(dir.path(), Durability::Mmap);
         let never: WriteCompletion = Box::new(|_| panic!("refused writes are not queued"));
-        let submitted =
-            engine.submit_write(0, None, OwnedWrite::put(Bytes::new(), Bytes::new()), never);
+        let submitted = engine.submit_write(
+            0,
+            None,
+            OwnedWrite::put(Bytes::new(), Bytes::new(), 0),
+            never,
+        );
         assert!(
             matches!(
                 submitted,
@@ -563,7 +577,7 @@ mod tests {
         let submitted = engine.submit_write(
             0,
             None,
-            OwnedWrite::put(Bytes::from_static(b"k"), Bytes::from_static(b"v")),
+            OwnedWrite::put(Bytes::from_static(b"k"), Bytes::from_static(b"v"), 0),
             never,
         );
         assert!(

@@ -34,8 +34,8 @@ pub use engine::{StorageEngine, StorageStats};
 pub use error::StorageError;
 pub use keylog::ScanSummary;
 pub use partition::{
-    ExportProgress, MAX_QUEUED_WRITES_PER_PARTITION, MAX_RANGE_BYTES, OwnedWrite, RangeRead,
-    RecordBytes, Submitted, WriteCompletion, WriteOp,
+    ExportProgress, MAX_QUEUED_WRITES_PER_PARTITION, MAX_RANGE_BYTES, OwnedOp, OwnedWrite,
+    RangeRead, RecordBytes, Submitted, WriteCompletion, WriteOp,
 };
 pub use splitkv_common::message::{PartitionReport, WireError, WriteAck};
 pub use uring::IoEngineKind;

@@ -9,7 +9,7 @@ use crate::disk::{Disk, DiskFile, FileKind, FileLock};
 use crate::error::{Result, StorageError};
 
 /// Version of the on-disk format this build reads and writes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 const MANIFEST: &str = "MANIFEST";
 const LOCK: &str = "LOCK";
 const EPOCH: &str = "EPOCH";
@@ -283,12 +283,14 @@ mod tests {
                 .unwrap_err()
                 .contains("version 99")
         );
-        let older = Manifest { format: 1, ..m };
-        let refusal = Manifest::parse(&older.encode()).unwrap_err();
-        assert!(
-            refusal.contains("format version 1") && refusal.contains("version 2"),
-            "{refusal}"
-        );
+        for older in 1..FORMAT_VERSION {
+            let refusal = Manifest::parse(&Manifest { format: older, ..m }.encode()).unwrap_err();
+            assert!(
+                refusal.contains(&format!("format version {older}"))
+                    && refusal.contains(&format!("version {FORMAT_VERSION}")),
+                "{refusal}"
+            );
+        }
         assert!(Manifest::parse("hello").is_err());
         assert!(Manifest::parse("splitkv data directory\nformat = 1\n").is_err());
     }

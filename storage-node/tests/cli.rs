@@ -135,7 +135,7 @@ fn sigterm_stops_cleanly_and_keeps_every_acknowledged_write() {
     for i in 0..200u32 {
         let key = format!("key-{i}");
         let ack = client
-            .put((i % 4) as usize, key.as_bytes(), &[i as u8; 1000])
+            .put((i % 4) as usize, key.as_bytes(), &[i as u8; 1000], 0)
             .expect("send")
             .wait_blocking()
             .expect("put");

@@ -165,6 +165,7 @@ fn write_batch(engine: &StorageEngine, batch: &Batch) -> storage_node::error::Re
             Some(value) => WriteOp::Put {
                 key: key.as_bytes(),
                 value,
+                expire_at_ms: 0,
             },
             None => WriteOp::Delete {
                 key: key.as_bytes(),

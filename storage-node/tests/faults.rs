@@ -369,15 +369,18 @@ fn a_batch_whose_large_write_fails_leaves_none_of_it() {
             WriteOp::Put {
                 key: b"small-before",
                 value: b"1",
+                expire_at_ms: 0,
             },
             WriteOp::Delete { key: b"old" },
             WriteOp::Put {
                 key: b"large",
                 value: &big,
+                expire_at_ms: 0,
             },
             WriteOp::Put {
                 key: b"small-after",
                 value: b"2",
+                expire_at_ms: 0,
             },
         ];
         let mut acks = [WriteAck::default(); 4];
@@ -473,7 +476,11 @@ fn put_batch(engine: &StorageEngine, prefix: &str) -> Acked {
         .collect();
     let ops: Vec<WriteOp<'_>> = batch
         .iter()
-        .map(|(key, value)| WriteOp::Put { key, value })
+        .map(|(key, value)| WriteOp::Put {
+            key,
+            value,
+            expire_at_ms: 0,
+        })
         .collect();
     let mut acks = vec![WriteAck::default(); ops.len()];
     engine.write(0, None, &ops, &mut acks).expect("batch");

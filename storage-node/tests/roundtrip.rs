@@ -143,15 +143,18 @@ fn a_batch_gets_one_sequence_per_op_in_op_order() {
         WriteOp::Put {
             key: b"a",
             value: b"1",
+            expire_at_ms: 0,
         },
         WriteOp::Put {
             key: b"b",
             value: &big,
+            expire_at_ms: 0,
         },
         WriteOp::Delete { key: b"old" },
         WriteOp::Put {
             key: b"c",
             value: b"3",
+            expire_at_ms: 0,
         },
     ];
     let mut acks = [WriteAck::default(); 4];
@@ -318,6 +321,7 @@ fn a_new_writer_epoch_fences_the_old_one() {
         let op = [WriteOp::Put {
             key: b"k",
             value: b"v",
+            expire_at_ms: 0,
         }];
         engine
             .write(0, Some(first), &op, &mut seq)
@@ -459,5 +463,90 @@ fn a_new_store_is_not_created_in_a_directory_holding_other_files() {
     assert_eq!(
         std::fs::read(dir.path().join("notes.txt")).expect("read"),
         b"not SplitKV's"
+    );
+}
+
+/// Every key-log entry of `partition`, in log order: kind, seq, expiry
+/// time and key.
+fn logged_entries(
+    engine: &StorageEngine,
+    partition: usize,
+) -> Vec<(splitkv_common::record::EntryKind, u64, u64, Vec<u8>)> {
+    use splitkv_common::record::{self, Frame};
+    let mut out = Vec::new();
+    let progress = engine
+        .export_keylog(partition, 0, 0, 1 << 20, &mut out)
+        .expect("export");
+    assert!(progress.next >= progress.end, "one chunk holds the log");
+    let mut entries = Vec::new();
+    let mut at = 0;
+    while at < out.len() {
+        let (frame, used) = record::decode_frame(&out[at..]).expect("frame verifies");
+        if let Frame::Entries(frame) = frame {
+            for entry in frame.iter() {
+                let entry = entry.expect("entry");
+                entries.push((
+                    entry.kind,
+                    entry.seq,
+                    entry.expire_at_ms,
+                    entry.key.to_vec(),
+                ));
+            }
+        }
+        at += used;
+    }
+    entries
+}
+
+#[test]
+fn expiry_times_and_expire_entries_survive_reopen_in_the_key_log() {
+    use splitkv_common::record::EntryKind;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let expire_at_ms = 4_102_444_800_000; // 2100-01-01
+    let mut acks = [WriteAck::default(); 3];
+    {
+        let engine = open(dir.path());
+        let ops = [
+            WriteOp::Put {
+                key: b"session",
+                value: b"token",
+                expire_at_ms,
+            },
+            WriteOp::Put {
+                key: b"plain",
+                value: b"v",
+                expire_at_ms: 0,
+            },
+            WriteOp::Expire {
+                key: b"old",
+                version_seq: 1,
+            },
+        ];
+        engine.write(0, None, &ops, &mut acks).expect("batch");
+        assert!(acks[0].seq < acks[1].seq && acks[1].seq < acks[2].seq);
+    }
+    let engine = open(dir.path());
+    assert_eq!(
+        logged_entries(&engine, 0),
+        vec![
+            (
+                EntryKind::Put,
+                acks[0].seq,
+                expire_at_ms,
+                b"session".to_vec()
+            ),
+            (EntryKind::Put, acks[1].seq, 0, b"plain".to_vec()),
+            (
+                EntryKind::Expire { version_seq: 1 },
+                acks[2].seq,
+                0,
+                b"old".to_vec()
+            ),
+        ]
+    );
+    let index = build_index(&engine);
+    assert_eq!(
+        get(&engine, &index, b"session").as_deref(),
+        Some(&b"token"[..])
     );
 }

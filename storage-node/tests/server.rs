@@ -180,7 +180,7 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
     assert_eq!(client.partitions(), 4);
     assert!(client.epoch() > 0, "a writer holds an epoch");
 
-    let ack = call(client.put(1, b"alpha", b"one")).await.expect("put");
+    let ack = call(client.put(1, b"alpha", b"one", 0)).await.expect("put");
     let record = call(client.get(1, ack.offset, record::value_record_len(5, 3)))
         .await
         .expect("get");
@@ -195,15 +195,18 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
         BatchOp::Put {
             key: b"k1",
             value: b"v1",
+            expire_at_ms: 0,
         },
         BatchOp::Put {
             key: b"k2",
             value: &big,
+            expire_at_ms: 0,
         },
         BatchOp::Delete { key: b"k1" },
         BatchOp::Put {
             key: b"k3",
             value: b"",
+            expire_at_ms: 0,
         },
     ];
     let acks = call(client.write_many(2, &batch))
@@ -275,12 +278,12 @@ async fn a_new_writer_fences_the_old_one_which_can_still_read() {
     let old = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("connect");
-    let ack = call(old.put(0, b"k", b"v1")).await.expect("put");
+    let ack = call(old.put(0, b"k", b"v1", 0)).await.expect("put");
     let new = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("connect");
     assert!(new.epoch() > old.epoch());
-    let err = call(old.put(0, b"k", b"v2")).await.expect_err("fenced");
+    let err = call(old.put(0, b"k", b"v2", 0)).await.expect_err("fenced");
     assert!(
         matches!(err, ClientError::Storage(WireError::Fenced { yours, current }) if yours == old.epoch() && current == new.epoch()),
         "{err}"
@@ -292,7 +295,7 @@ async fn a_new_writer_fences_the_old_one_which_can_still_read() {
         record::decode_value_record(&record).expect("record").value,
         b"v1"
     );
-    call(new.put(0, b"k", b"v3"))
+    call(new.put(0, b"k", b"v3", 0))
         .await
         .expect("new writer writes");
     drop((old, new));
@@ -338,7 +341,7 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
             .await
             .expect("connect"),
     );
-    let before = call(client.put(0, b"before", b"restart"))
+    let before = call(client.put(0, b"before", b"restart", 0))
         .await
         .expect("put");
 
@@ -350,8 +353,8 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
     let large = vec![0x33u8; 512 << 10];
     let mut in_flight = Vec::new();
     for partition in 0..PARTITIONS {
-        in_flight.push(client.put(partition, b"large", &large).expect("sent"));
-        in_flight.push(client.put(partition, b"small", b"behind").expect("sent"));
+        in_flight.push(client.put(partition, b"large", &large, 0).expect("sent"));
+        in_flight.push(client.put(partition, b"small", b"behind", 0).expect("sent"));
     }
     let paused = Arc::clone(&plan);
     tokio::task::spawn_blocking(move || paused.wait_until_paused(PARTITIONS))
@@ -371,7 +374,7 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
 
     // While the node is down, new requests fail rather than hang.
     let started = std::time::Instant::now();
-    let err = call(client.put(0, b"during", b"outage"))
+    let err = call(client.put(0, b"during", b"outage", 0))
         .await
         .expect_err("no node");
     assert!(
@@ -403,7 +406,7 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
             .await
             .expect("reconnects");
         assert!(client.generation(partition) >= 1);
-        let after = call(client.put(partition, b"after", b"restart"))
+        let after = call(client.put(partition, b"after", b"restart", 0))
             .await
             .expect("put after restart");
         assert!(after.seq > before.seq);
@@ -474,7 +477,7 @@ async fn a_storage_node_that_does_not_answer_hits_the_deadline() {
     config.request_timeout_ms = 300;
     let client = StorageClient::connect(config).await.expect("connect");
     let started = std::time::Instant::now();
-    let err = call(client.put(0, b"k", b"v"))
+    let err = call(client.put(0, b"k", b"v", 0))
         .await
         .expect_err("no answer");
     assert!(
@@ -558,7 +561,7 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
     let good = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("connect");
-    call(good.put(0, b"keep", b"me")).await.expect("put");
+    call(good.put(0, b"keep", b"me", 0)).await.expect("put");
     let puts_before = node
         .engine
         .stats()
@@ -637,7 +640,10 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
     let too_long_key = vec![1u8; 2000];
     let request = Request {
         id: 9,
-        body: RequestBody::Put { key: &too_long_key },
+        body: RequestBody::Put {
+            key: &too_long_key,
+            expire_at_ms: 0,
+        },
     };
     send.write_all(&message::encode(&mut BytesMut::new(), &request, b"v"))
         .await
@@ -652,7 +658,10 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
     let huge_value = vec![0u8; (4 << 20) + 1];
     let request = Request {
         id: 10,
-        body: RequestBody::Put { key: b"k" },
+        body: RequestBody::Put {
+            key: b"k",
+            expire_at_ms: 0,
+        },
     };
     send.write_all(&message::encode(
         &mut BytesMut::new(),
@@ -672,7 +681,7 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
 
     // The raw writer above began a newer epoch, so the client is fenced now;
     // it still reads, and the node still serves.
-    let err = call(good.put(0, b"keep", b"changed"))
+    let err = call(good.put(0, b"keep", b"changed", 0))
         .await
         .expect_err("fenced");
     assert!(
@@ -703,7 +712,9 @@ async fn a_reader_that_stops_taking_its_key_log_stream_is_cut_off_and_holds_no_w
     let writer = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("writer");
-    call(writer.put(0, b"first", b"entry")).await.expect("put");
+    call(writer.put(0, b"first", b"entry", 0))
+        .await
+        .expect("put");
 
     // The reader runs on a runtime of its own, which its stalled callback
     // blocks: it takes no more bytes, and its stream window (small here)
@@ -742,7 +753,7 @@ async fn a_reader_that_stops_taking_its_key_log_stream_is_cut_off_and_holds_no_w
     let value = [7u8; 64];
     for i in 0..PUTS {
         let key = format!("while-stalled-{i}");
-        call(writer.put(0, key.as_bytes(), &value))
+        call(writer.put(0, key.as_bytes(), &value, 0))
             .await
             .expect("a put while a reader is stalled");
     }

@@ -37,7 +37,9 @@ use link::{Link, encode_frame};
 
 use crate::frame::{self, FrameDecoder};
 use crate::limits::Limits;
-use crate::message::{self, Request, RequestBody, ResponseBody, StatsReport, WireError, WriteAck};
+use crate::message::{
+    self, BatchEntry, Request, RequestBody, ResponseBody, StatsReport, WireError, WriteAck,
+};
 use crate::tls::NodeIdentity;
 use crate::transport::TransportSettings;
 
@@ -51,11 +53,22 @@ pub enum BatchOp<'a> {
         key: &'a [u8],
         /// The value.
         value: &'a [u8],
+        /// When this version expires (absolute Unix milliseconds; 0: never).
+        expire_at_ms: u64,
     },
     /// Delete `key`.
     Delete {
         /// The key.
         key: &'a [u8],
+    },
+    /// The version of `key` with sequence number `version_seq` expired: it
+    /// is gone, and a newer version of the key is not touched (so an
+    /// expiry never removes a write that came after it was decided).
+    Expire {
+        /// The key.
+        key: &'a [u8],
+        /// Sequence number of the expired version.
+        version_seq: u64,
     },
 }
 
@@ -63,7 +76,32 @@ impl<'a> BatchOp<'a> {
     /// The key the operation is about.
     pub fn key(&self) -> &'a [u8] {
         match *self {
-            BatchOp::Put { key, .. } | BatchOp::Delete { key } => key,
+            BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Expire { key, .. } => key,
+        }
+    }
+
+    /// A put that never expires.
+    pub fn put(key: &'a [u8], value: &'a [u8]) -> Self {
+        BatchOp::Put {
+            key,
+            value,
+            expire_at_ms: 0,
+        }
+    }
+
+    /// The operation as it travels, without key or value.
+    fn entry(&self) -> BatchEntry {
+        match *self {
+            BatchOp::Put {
+                value,
+                expire_at_ms,
+                ..
+            } => BatchEntry::Put {
+                value_len: value.len() as u32,
+                expire_at_ms,
+            },
+            BatchOp::Delete { .. } => BatchEntry::Delete,
+            BatchOp::Expire { version_seq, .. } => BatchEntry::Expire { version_seq },
         }
     }
 }
@@ -599,18 +637,26 @@ impl StorageClient {
         }
     }
 
-    /// Puts `key` = `value` into `partition` through its connection.
+    /// Puts `key` = `value` into `partition` through its connection; the
+    /// version expires at `expire_at_ms` (absolute Unix milliseconds; 0:
+    /// never).
     pub fn put(
         &self,
         partition: usize,
         key: &[u8],
         value: &[u8],
+        expire_at_ms: u64,
     ) -> Result<Call<WriteAck>, ClientError> {
         self.check_writer()?;
         let limits = self.node_limits();
         limits.check_key(key).map_err(ClientError::Invalid)?;
         limits.check_value(value).map_err(ClientError::Invalid)?;
-        self.call(partition, RequestBody::Put { key }, &[value], written)
+        self.call(
+            partition,
+            RequestBody::Put { key, expire_at_ms },
+            &[value],
+            written,
+        )
     }
 
     /// Applies every op to `partition` as one unit (all or none after a
@@ -630,23 +676,17 @@ impl StorageClient {
             }
         }
         let keys = ops.iter().map(BatchOp::key).collect();
-        let value_lens = ops
-            .iter()
-            .map(|op| match op {
-                BatchOp::Put { value, .. } => Some(value.len() as u32),
-                BatchOp::Delete { .. } => None,
-            })
-            .collect();
+        let entries = ops.iter().map(BatchOp::entry).collect();
         let values: Vec<&[u8]> = ops
             .iter()
             .filter_map(|op| match op {
                 BatchOp::Put { value, .. } => Some(*value),
-                BatchOp::Delete { .. } => None,
+                BatchOp::Delete { .. } | BatchOp::Expire { .. } => None,
             })
             .collect();
         self.call(
             partition,
-            RequestBody::WriteMany { keys, value_lens },
+            RequestBody::WriteMany { keys, ops: entries },
             &values,
             |reply| match reply.body {
                 ResponseBody::WrittenMany(acks) => Ok(acks),

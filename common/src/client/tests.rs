@@ -121,8 +121,8 @@ async fn serve(incoming: quinn::Incoming, reading: Reading) {
                     io_engine: "test".into(),
                 },
                 RequestBody::Ping => ResponseBody::Pong,
-                RequestBody::Put { key } if key == STALL => continue,
-                RequestBody::Put { key } if key == DROP => {
+                RequestBody::Put { key, .. } if key == STALL => continue,
+                RequestBody::Put { key, .. } if key == DROP => {
                     conn.close(0u32.into(), b"asked to drop");
                     return;
                 }
@@ -157,7 +157,7 @@ fn waiting(client: &StorageClient) -> usize {
 /// Puts `key` on partition 0, expecting it to be sent and then to fail.
 async fn failed_put(client: &StorageClient, key: &[u8]) -> ClientError {
     client
-        .put(0, key, b"v")
+        .put(0, key, b"v", 0)
         .expect("send")
         .wait()
         .await
@@ -170,8 +170,8 @@ async fn a_request_past_its_deadline_fails_alone_and_the_link_stays_up() {
     let client = StorageClient::connect(server.client_config())
         .await
         .expect("connect");
-    let stalled = client.put(0, STALL, b"v").expect("send");
-    let answered = client.put(0, b"fine", b"v").expect("send");
+    let stalled = client.put(0, STALL, b"v", 0).expect("send");
+    let answered = client.put(0, b"fine", b"v", 0).expect("send");
     assert_eq!(answered.wait().await.expect("answered").seq, 1);
     let err = stalled.wait().await.expect_err("no answer");
     assert!(
@@ -182,7 +182,7 @@ async fn a_request_past_its_deadline_fails_alone_and_the_link_stays_up() {
     // The same connection carries on.
     client.ping(0).expect("send").wait().await.expect("ping");
     let ack = client
-        .put(0, b"later", b"v")
+        .put(0, b"later", b"v", 0)
         .expect("send")
         .wait()
         .await
@@ -199,8 +199,8 @@ async fn a_full_connection_refuses_requests_until_one_leaves() {
     let mut config = server.client_config();
     config.max_in_flight_requests = 2;
     let client = StorageClient::connect(config).await.expect("connect");
-    let first = client.put(0, STALL, b"v").expect("send");
-    let second = client.put(0, STALL, b"v").expect("send");
+    let first = client.put(0, STALL, b"v", 0).expect("send");
+    let second = client.put(0, STALL, b"v", 0).expect("send");
     let err = client.ping(0).err().expect("full");
     assert!(
         matches!(
@@ -314,7 +314,7 @@ async fn a_peer_that_stops_reading_fills_the_outbox_to_its_bound_and_no_further(
     let value = vec![7u8; 16 << 10];
     let mut sent = Vec::new();
     let err = loop {
-        match client.put(0, STALL, &value) {
+        match client.put(0, STALL, &value, 0) {
             Ok(call) => sent.push(call),
             Err(e) => break e,
         }

@@ -1161,6 +1161,266 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
             ],
         },
     ),
+    (
+        "setex",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("seconds", "integer"),
+                arg("value", "string"),
+            ],
+        },
+    ),
+    (
+        "psetex",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("milliseconds", "integer"),
+                arg("value", "string"),
+            ],
+        },
+    ),
+    (
+        "getex",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("EX"),
+                            ..arg("seconds", "integer")
+                        },
+                        Arg {
+                            token: Some("PX"),
+                            ..arg("milliseconds", "integer")
+                        },
+                        Arg {
+                            token: Some("EXAT"),
+                            ..arg("unix-time-seconds", "unix-time")
+                        },
+                        Arg {
+                            token: Some("PXAT"),
+                            ..arg("unix-time-milliseconds", "unix-time")
+                        },
+                        Arg {
+                            token: Some("PERSIST"),
+                            ..arg("persist", "pure-token")
+                        },
+                    ],
+                    ..arg("expiration", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "expire",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("seconds", "integer"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "pexpire",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("milliseconds", "integer"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "expireat",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("unix-time-seconds", "unix-time"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "pexpireat",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("unix-time-milliseconds", "unix-time"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "ttl",
+        MoreDocs {
+            history: &[("2.8.0", "Added the -2 reply.")],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "pttl",
+        MoreDocs {
+            history: &[("2.8.0", "Added the -2 reply.")],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "expiretime",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "pexpiretime",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "persist",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
 ];
 
 /// What `COMMAND DOCS` says of a deprecated command: its doc flags, the

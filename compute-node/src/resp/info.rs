@@ -110,17 +110,19 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
         "stats" => write!(
             text,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
-             keyspace_hits:{}\r\nkeyspace_misses:0\r\n",
-            facts.total_connections, facts.total_commands, stats.gets
+             expired_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:0\r\n",
+            facts.total_connections, facts.total_commands, stats.expired_keys, stats.gets
         ),
         "replication" => replication_text(text, engine, facts),
         "keyspace" => {
             text.push_str("# Keyspace\r\n");
-            if stats.index.live_keys > 0 {
+            let keys = engine.len();
+            if keys > 0 {
                 let _ = write!(
                     text,
-                    "db0:keys={},expires=0,avg_ttl=0\r\n",
-                    stats.index.live_keys
+                    "db0:keys={keys},expires={},avg_ttl={}\r\n",
+                    stats.expiring_keys.min(keys),
+                    stats.avg_ttl_ms
                 );
             }
             Ok(())

@@ -52,7 +52,7 @@ use crate::error::{Result, StorageError};
 use crate::keylog::KeyLog;
 use crate::node_state::NodeState;
 
-pub use queue::{MAX_QUEUED_WRITES_PER_PARTITION, OwnedWrite, Submitted, WriteCompletion};
+pub use queue::{MAX_QUEUED_WRITES_PER_PARTITION, OwnedOp, OwnedWrite, Submitted, WriteCompletion};
 pub use reader::{ExportProgress, MAX_RANGE_BYTES, RangeRead, RecordBytes};
 pub(crate) use slot::BufferSlot;
 pub use writer::WriteOp;

@@ -36,18 +36,47 @@ pub struct OwnedWrite {
     ops: Vec<OwnedOp>,
 }
 
+/// One operation of an [`OwnedWrite`], holding its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum OwnedOp {
-    Put { key: Bytes, value: Bytes },
-    Delete { key: Bytes },
+pub enum OwnedOp {
+    /// Put `key` = `value`, expiring at `expire_at_ms` (absolute Unix
+    /// milliseconds; 0: never).
+    Put {
+        /// The key.
+        key: Bytes,
+        /// The value.
+        value: Bytes,
+        /// When the version expires.
+        expire_at_ms: u64,
+    },
+    /// Delete `key`.
+    Delete {
+        /// The key.
+        key: Bytes,
+    },
+    /// The version of `key` with sequence number `version_seq` expired
+    /// (a newer version stays).
+    Expire {
+        /// The key.
+        key: Bytes,
+        /// Sequence number of the expired version.
+        version_seq: u64,
+    },
+    /// A clear entry: every record with a lower sequence number, in any
+    /// partition, is gone.
     Clear,
 }
 
 impl OwnedWrite {
-    /// One put.
-    pub fn put(key: Bytes, value: Bytes) -> Self {
+    /// One put, expiring at `expire_at_ms` (absolute Unix milliseconds; 0:
+    /// never).
+    pub fn put(key: Bytes, value: Bytes, expire_at_ms: u64) -> Self {
         Self {
-            ops: vec![OwnedOp::Put { key, value }],
+            ops: vec![OwnedOp::Put {
+                key,
+                value,
+                expire_at_ms,
+            }],
         }
     }
 
@@ -58,17 +87,11 @@ impl OwnedWrite {
         }
     }
 
-    /// Puts (a key with `Some(value)`) and deletes (`None`) applied as one
-    /// unit (all or none after a crash), in order.
-    pub fn many(ops: impl IntoIterator<Item = (Bytes, Option<Bytes>)>) -> Self {
+    /// Operations applied as one unit (all or none after a crash), in
+    /// order.
+    pub fn many(ops: impl IntoIterator<Item = OwnedOp>) -> Self {
         Self {
-            ops: ops
-                .into_iter()
-                .map(|(key, value)| match value {
-                    Some(value) => OwnedOp::Put { key, value },
-                    None => OwnedOp::Delete { key },
-                })
-                .collect(),
+            ops: ops.into_iter().collect(),
         }
     }
 
@@ -94,8 +117,20 @@ impl OwnedWrite {
     fn with_ops<R>(&self, f: impl FnOnce(&[WriteOp<'_>]) -> R) -> R {
         fn borrow(op: &OwnedOp) -> WriteOp<'_> {
             match op {
-                OwnedOp::Put { key, value } => WriteOp::Put { key, value },
+                OwnedOp::Put {
+                    key,
+                    value,
+                    expire_at_ms,
+                } => WriteOp::Put {
+                    key,
+                    value,
+                    expire_at_ms: *expire_at_ms,
+                },
                 OwnedOp::Delete { key } => WriteOp::Delete { key },
+                OwnedOp::Expire { key, version_seq } => WriteOp::Expire {
+                    key,
+                    version_seq: *version_seq,
+                },
                 OwnedOp::Clear => WriteOp::Clear,
             }
         }
@@ -334,21 +369,31 @@ mod tests {
 
     #[test]
     fn a_request_lends_out_its_operations() {
-        let put = OwnedWrite::put(Bytes::from_static(b"k"), Bytes::from_static(b"v"));
+        let put = OwnedWrite::put(Bytes::from_static(b"k"), Bytes::from_static(b"v"), 7);
         assert_eq!(put.len(), 1);
         put.with_ops(|ops| {
             assert_eq!(
                 ops,
                 &[WriteOp::Put {
                     key: b"k",
-                    value: b"v"
+                    value: b"v",
+                    expire_at_ms: 7,
                 }]
             )
         });
         let many = OwnedWrite::many([
-            (Bytes::from_static(b"a"), Some(Bytes::from_static(b"1"))),
-            (Bytes::from_static(b"gone"), None),
-            (Bytes::from_static(b"b"), Some(Bytes::new())),
+            OwnedOp::Put {
+                key: Bytes::from_static(b"a"),
+                value: Bytes::from_static(b"1"),
+                expire_at_ms: 0,
+            },
+            OwnedOp::Delete {
+                key: Bytes::from_static(b"gone"),
+            },
+            OwnedOp::Expire {
+                key: Bytes::from_static(b"old"),
+                version_seq: 3,
+            },
         ]);
         assert_eq!(many.len(), 3);
         many.with_ops(|ops| {
@@ -357,12 +402,13 @@ mod tests {
                 &[
                     WriteOp::Put {
                         key: b"a",
-                        value: b"1"
+                        value: b"1",
+                        expire_at_ms: 0,
                     },
                     WriteOp::Delete { key: b"gone" },
-                    WriteOp::Put {
-                        key: b"b",
-                        value: b""
+                    WriteOp::Expire {
+                        key: b"old",
+                        version_seq: 3,
                     }
                 ]
             )

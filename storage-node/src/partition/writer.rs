@@ -25,11 +25,22 @@ pub enum WriteOp<'a> {
         key: &'a [u8],
         /// The value (up to the configured limit; may be empty).
         value: &'a [u8],
+        /// When this version expires (absolute Unix milliseconds; 0:
+        /// never), kept in its key-log entry.
+        expire_at_ms: u64,
     },
     /// Delete `key` (a tombstone in the key log).
     Delete {
         /// The key.
         key: &'a [u8],
+    },
+    /// The version of `key` with sequence number `version_seq` expired (an
+    /// expire entry in the key log; a newer version of the key stays).
+    Expire {
+        /// The key.
+        key: &'a [u8],
+        /// Sequence number of the expired version.
+        version_seq: u64,
     },
     /// Delete every key: a clear entry in the key log, which says that
     /// every record with a lower sequence number, in any partition, is gone.
@@ -40,7 +51,7 @@ impl WriteOp<'_> {
     /// The key (empty for a clear).
     fn key(&self) -> &[u8] {
         match self {
-            WriteOp::Put { key, .. } | WriteOp::Delete { key } => key,
+            WriteOp::Put { key, .. } | WriteOp::Delete { key } | WriteOp::Expire { key, .. } => key,
             WriteOp::Clear => &[],
         }
     }
@@ -149,7 +160,7 @@ impl Partition {
             if let WriteOp::Put { value, .. } = op {
                 limits.check_value(value)?;
             }
-            frame_bytes += record::ENTRY_HEADER_BYTES + key.len();
+            frame_bytes += record::ENTRY_HEADER_BYTES + record::ENTRY_EXPIRY_BYTES + key.len();
         }
         let max_frame = self.node.keylog_chunk_bytes;
         if record::frame_len(frame_bytes - record::FRAME_HEADER_BYTES) > max_frame {
@@ -164,10 +175,10 @@ impl Partition {
 
     fn is_large(&self, op: &WriteOp<'_>) -> bool {
         match op {
-            WriteOp::Put { key, value } => {
+            WriteOp::Put { key, value, .. } => {
                 record::value_record_len(key.len(), value.len()) > self.capacity()
             }
-            WriteOp::Delete { .. } | WriteOp::Clear => false,
+            WriteOp::Delete { .. } | WriteOp::Expire { .. } | WriteOp::Clear => false,
         }
     }
 
@@ -225,7 +236,7 @@ impl Partition {
                         .value_bytes
                         .fetch_add(value.len() as u64, Ordering::Relaxed);
                 }
-                WriteOp::Delete { .. } => {
+                WriteOp::Delete { .. } | WriteOp::Expire { .. } => {
                     self.counters.deletes.fetch_add(1, Ordering::Relaxed);
                 }
                 WriteOp::Clear => {
@@ -250,8 +261,14 @@ impl Partition {
     ) -> Result<u64, Stall> {
         let mut max_seq = 0;
         for (i, op) in ops.iter().enumerate() {
+            let mut expires = 0;
             let (kind, value_offset, value_len) = match *op {
-                WriteOp::Put { key, value } => {
+                WriteOp::Put {
+                    key,
+                    value,
+                    expire_at_ms,
+                } => {
+                    expires = expire_at_ms;
                     let (offset, seq) = if self.is_large(op) {
                         let len = record::value_record_len(key.len(), value.len());
                         let region = self.reserve_large(st, len);
@@ -272,6 +289,13 @@ impl Partition {
                     };
                     (EntryKind::Delete, 0, 0)
                 }
+                WriteOp::Expire { version_seq, .. } => {
+                    acks[i] = WriteAck {
+                        seq: self.node.next_seq(),
+                        offset: 0,
+                    };
+                    (EntryKind::Expire { version_seq }, 0, 0)
+                }
                 WriteOp::Clear => {
                     acks[i] = WriteAck {
                         seq: self.node.next_seq(),
@@ -286,6 +310,7 @@ impl Partition {
                 seq: acks[i].seq,
                 value_offset,
                 value_len,
+                expire_at_ms: expires,
                 key: op.key(),
             });
         }
@@ -400,7 +425,7 @@ impl Partition {
     /// (then fdatasync in sync mode). Runs without the partition lock.
     fn write_large(&self, ops: &[WriteOp<'_>], large: &[LargeWrite]) -> Result<()> {
         let large_puts = ops.iter().filter_map(|op| match *op {
-            WriteOp::Put { key, value } if self.is_large(op) => Some((key, value)),
+            WriteOp::Put { key, value, .. } if self.is_large(op) => Some((key, value)),
             _ => None,
         });
         for ((key, value), write) in large_puts.zip(large) {

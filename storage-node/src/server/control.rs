@@ -18,13 +18,14 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use splitkv_common::frame::{FrameDecoder, RawFrame};
 use splitkv_common::message::{
-    self, Hello, PROTOCOL_VERSION, RequestBody, Response, ResponseBody, Role, WireError, WriteAck,
+    self, BatchEntry, Hello, PROTOCOL_VERSION, RequestBody, Response, ResponseBody, Role,
+    WireError, WriteAck,
 };
 use tokio::sync::mpsc;
 
 use super::convert::stats_report;
 use super::{ServerContext, bulk, encode_response};
-use crate::{OwnedWrite, StorageError, Submitted, WriteCompletion};
+use crate::{OwnedOp, OwnedWrite, StorageError, Submitted, WriteCompletion};
 
 /// Most requests of one connection whose answers are owed by another thread
 /// (queued writes, point reads, syncs). It is also the capacity of the
@@ -463,30 +464,36 @@ fn owned_write(
     frame: &RawFrame,
 ) -> Result<(WriteKind, OwnedWrite), WireError> {
     match body {
-        RequestBody::Put { key } => Ok((
+        RequestBody::Put { key, expire_at_ms } => Ok((
             WriteKind::Single,
-            OwnedWrite::put(frame.meta.slice_ref(key), frame.blob.clone()),
+            OwnedWrite::put(frame.meta.slice_ref(key), frame.blob.clone(), *expire_at_ms),
         )),
         RequestBody::Delete { key } => Ok((
             WriteKind::Single,
             OwnedWrite::delete(frame.meta.slice_ref(key)),
         )),
-        RequestBody::WriteMany { keys, value_lens } => {
-            if keys.len() != value_lens.len() {
+        RequestBody::WriteMany { keys, ops } => {
+            if keys.len() != ops.len() {
                 return Err(WireError::BadRequest {
-                    reason: "a batch needs one value length (or none, for a delete) per key".into(),
+                    reason: "a batch needs one operation per key".into(),
                 });
             }
-            let values = message::split_values(&frame.blob, value_lens).map_err(|e| {
-                WireError::BadRequest {
+            let values =
+                message::split_values(&frame.blob, ops).map_err(|e| WireError::BadRequest {
                     reason: e.to_string(),
+                })?;
+            let ops = keys.iter().zip(ops).zip(values).map(|((key, op), value)| {
+                let key = frame.meta.slice_ref(key);
+                match *op {
+                    // `split_values` gave every put its value.
+                    BatchEntry::Put { expire_at_ms, .. } => OwnedOp::Put {
+                        key,
+                        value: value.map_or_else(Bytes::new, |v| frame.blob.slice_ref(v)),
+                        expire_at_ms,
+                    },
+                    BatchEntry::Delete => OwnedOp::Delete { key },
+                    BatchEntry::Expire { version_seq } => OwnedOp::Expire { key, version_seq },
                 }
-            })?;
-            let ops = keys.iter().zip(values).map(|(key, value)| {
-                (
-                    frame.meta.slice_ref(key),
-                    value.map(|value| frame.blob.slice_ref(value)),
-                )
             });
             Ok((WriteKind::Batch, OwnedWrite::many(ops)))
         }
@@ -591,7 +598,11 @@ mod tests {
             let _ = entered_tx.send(());
             let _ = release_rx.recv();
         });
-        let large = OwnedWrite::put(Bytes::from_static(b"big"), Bytes::from(vec![7; 40 << 10]));
+        let large = OwnedWrite::put(
+            Bytes::from_static(b"big"),
+            Bytes::from(vec![7; 40 << 10]),
+            0,
+        );
         assert!(matches!(
             engine.submit_write(0, None, large, stall),
             Submitted::Queued
@@ -645,7 +656,15 @@ mod tests {
         assert!(matches!(welcome.body, Ok(ResponseBody::Welcome { .. })));
 
         // The put queues behind the stalled one; the get goes by it.
-        let mut both = request(2, RequestBody::Put { key: b"w" }, b"x").to_vec();
+        let mut both = request(
+            2,
+            RequestBody::Put {
+                key: b"w",
+                expire_at_ms: 0,
+            },
+            b"x",
+        )
+        .to_vec();
         let get = RequestBody::Get {
             partition: 0,
             offset: located - record_len as u64,

@@ -8,7 +8,7 @@ use std::ffi::c_int;
 
 use bytes::Bytes;
 
-use super::{RespClient, engine_error, parse_i64};
+use super::{KeyWrite, RespClient, engine_error, parse_i64};
 use crate::resp::reply::Replies;
 
 /// The longest text INCRBYFLOAT prints or reads (Redis's
@@ -116,8 +116,9 @@ impl RespClient<'_> {
 
     async fn add_to_integer(&mut self, key: &Bytes, by: i64, out: &mut Replies) {
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let current = match self.value(key).await {
-            Ok(current) => current,
+        let (current, expire_at_ms) = match self.entry(key).await {
+            Ok(Some((current, at))) => (Some(current), at),
+            Ok(None) => (None, 0),
             Err(e) => return engine_error(out, &e),
         };
         let value = match current.as_deref().map(parse_i64) {
@@ -130,7 +131,8 @@ impl RespClient<'_> {
             Err(text) => return out.error(text),
         };
         let written = Bytes::from(sum.to_string());
-        match self.write(vec![(key.clone(), Some(written))]).await {
+        let write = KeyWrite::put_expiring(key.clone(), written, expire_at_ms);
+        match self.write(vec![write]).await {
             Ok(()) => out.integer(sum),
             Err(e) => engine_error(out, &e),
         }
@@ -141,15 +143,17 @@ impl RespClient<'_> {
     pub(super) async fn incr_by_float(&mut self, cmd: &[Bytes], out: &mut Replies) {
         let key = &cmd[1];
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let current = match self.value(key).await {
-            Ok(current) => current,
+        let (current, expire_at_ms) = match self.entry(key).await {
+            Ok(Some((current, at))) => (Some(current), at),
+            Ok(None) => (None, 0),
             Err(e) => return engine_error(out, &e),
         };
         let sum = match add_float(current.as_deref(), &cmd[2]) {
             Ok(sum) => Bytes::from(sum),
             Err(refusal) => return out.error(refusal.text()),
         };
-        match self.write(vec![(key.clone(), Some(sum.clone()))]).await {
+        let write = KeyWrite::put_expiring(key.clone(), sum.clone(), expire_at_ms);
+        match self.write(vec![write]).await {
             Ok(()) => out.bulk(&sum),
             Err(e) => engine_error(out, &e),
         }

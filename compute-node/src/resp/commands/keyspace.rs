@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
 
-use super::{RespClient, engine_error, parse_i64};
+use super::{KeyWrite, RespClient, engine_error, parse_i64};
 use crate::resp::glob;
 use crate::resp::reply::Replies;
 
@@ -59,13 +59,14 @@ impl RespClient<'_> {
     /// DEL / UNLINK key...: the number of keys that existed (a key named
     /// twice counts once), all deleted as one unit.
     pub(super) async fn del(&mut self, cmd: &[Bytes], out: &mut Replies) {
-        let mut deletes: Vec<(Bytes, Option<Bytes>)> = Vec::new();
+        let mut keys: Vec<&Bytes> = Vec::new();
         for key in &cmd[1..] {
-            if self.key_exists(key) && !deletes.iter().any(|(k, _)| k == key) {
-                deletes.push((key.clone(), None));
+            if self.key_exists(key) && !keys.contains(&key) {
+                keys.push(key);
             }
         }
-        let removed = deletes.len() as i64;
+        let removed = keys.len() as i64;
+        let deletes = keys.into_iter().cloned().map(KeyWrite::delete).collect();
         if removed > 0
             && let Err(e) = self.write(deletes).await
         {
@@ -112,12 +113,12 @@ impl RespClient<'_> {
         });
     }
 
-    /// RENAME / RENAMENX: the value is put under `to` and `from` deleted,
-    /// as one unit.
+    /// RENAME / RENAMENX: the value (and its expiry) is put under `to` and
+    /// `from` deleted, as one unit.
     pub(super) async fn rename(&mut self, cmd: &[Bytes], only_new: bool, out: &mut Replies) {
         let (from, to) = (&cmd[1], &cmd[2]);
-        let value = match self.value(from).await {
-            Ok(Some(value)) => value,
+        let (value, expire_at_ms) = match self.entry(from).await {
+            Ok(Some(entry)) => entry,
             Ok(None) => return out.error("ERR no such key"),
             Err(e) => return engine_error(out, &e),
         };
@@ -131,7 +132,10 @@ impl RespClient<'_> {
         if only_new && self.key_exists(to) {
             return out.integer(0);
         }
-        let ops = vec![(to.clone(), Some(value)), (from.clone(), None)];
+        let ops = vec![
+            KeyWrite::put_expiring(to.clone(), value, expire_at_ms),
+            KeyWrite::delete(from.clone()),
+        ];
         if let Err(e) = self.write(ops).await {
             return engine_error(out, &e);
         }
@@ -142,7 +146,8 @@ impl RespClient<'_> {
         }
     }
 
-    /// COPY source destination [DB 0] [REPLACE].
+    /// COPY source destination [DB 0] [REPLACE]: the copy keeps the
+    /// source's expiry.
     pub(super) async fn copy(&mut self, cmd: &[Bytes], out: &mut Replies) {
         let mut replace = false;
         let mut j = 3;
@@ -165,15 +170,16 @@ impl RespClient<'_> {
         if from == to {
             return out.error("ERR source and destination objects are the same");
         }
-        let value = match self.value(from).await {
-            Ok(Some(value)) => value,
+        let (value, expire_at_ms) = match self.entry(from).await {
+            Ok(Some(entry)) => entry,
             Ok(None) => return out.integer(0),
             Err(e) => return engine_error(out, &e),
         };
         if !replace && self.key_exists(to) {
             return out.integer(0);
         }
-        match self.write(vec![(to.clone(), Some(value))]).await {
+        let write = KeyWrite::put_expiring(to.clone(), value, expire_at_ms);
+        match self.write(vec![write]).await {
             Ok(()) => out.integer(1),
             Err(e) => engine_error(out, &e),
         }

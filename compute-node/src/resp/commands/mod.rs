@@ -18,11 +18,14 @@
 //! commands themselves are grouped as Redis's documentation groups them:
 //! `connection` (AUTH, HELLO, CLIENT, RESET, SELECT), `server` (CONFIG,
 //! COMMAND, INFO, TIME), `keyspace` (DEL, EXISTS, TYPE, RENAME, COPY,
-//! DBSIZE, SCAN, KEYS, RANDOMKEY), `strings` (GET, SET, MGET, MSET) and
-//! `transaction` (MULTI, EXEC, DISCARD, WATCH).
+//! DBSIZE, SCAN, KEYS, RANDOMKEY), `strings` (GET, SET, MGET, MSET and the
+//! rest of the string family), `counters` (INCR and its kin), `ttl`
+//! (EXPIRE, TTL, PERSIST and their kin) and `transaction` (MULTI, EXEC,
+//! DISCARD, WATCH).
 
 mod connection;
 mod counters;
+mod expiry_args;
 mod key_locks;
 mod keyspace;
 mod overlay;
@@ -32,6 +35,7 @@ pub(crate) use replication::storage_host_port;
 mod server;
 mod strings;
 mod transaction;
+mod ttl;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,7 +47,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::clients::{ClientEntry, ClientRegistry};
 use super::reply::Replies;
 use super::table::{CommandInfo, Kind, lookup};
-use crate::{BatchOp, Engine, EngineError};
+use crate::{BatchOp, Engine, EngineError, expiry};
+use expiry_args::TimeUnit;
 pub use key_locks::KeyLocks;
 use overlay::{Known, Overlay};
 
@@ -131,7 +136,7 @@ pub struct RespClient<'a> {
     reply_mode: ReplyMode,
     multi: Option<Transaction>,
     /// Watched keys with the sequence number each had at WATCH.
-    watched: Vec<(Bytes, Option<u64>)>,
+    watched: Vec<(Bytes, Option<transaction::KeyVersion>)>,
     /// This client's share of the EXEC gate while one of its commands runs.
     gate: Option<tokio::sync::RwLockReadGuard<'a, ()>>,
     /// The transaction's writes while EXEC carries out the queued commands
@@ -234,6 +239,47 @@ fn parse_i64(arg: &[u8]) -> Option<i64> {
     text.parse().ok()
 }
 
+/// One write a command makes to a key.
+#[derive(Debug, Clone)]
+pub(super) struct KeyWrite {
+    key: Bytes,
+    /// The new value and when it expires (absolute Unix milliseconds, 0
+    /// for never), or `None` for a delete.
+    value: Option<(Bytes, u64)>,
+}
+
+impl KeyWrite {
+    /// A put of a value that never expires.
+    fn put(key: Bytes, value: Bytes) -> Self {
+        Self::put_expiring(key, value, 0)
+    }
+
+    /// A put of a value that expires at `expire_at_ms` (0: never).
+    fn put_expiring(key: Bytes, value: Bytes, expire_at_ms: u64) -> Self {
+        Self {
+            key,
+            value: Some((value, expire_at_ms)),
+        }
+    }
+
+    /// A delete.
+    fn delete(key: Bytes) -> Self {
+        Self { key, value: None }
+    }
+
+    /// The write as the engine takes it.
+    fn op(&self) -> BatchOp<'_> {
+        match &self.value {
+            Some((value, expire_at_ms)) => BatchOp::Put {
+                key: &self.key,
+                value,
+                expire_at_ms: *expire_at_ms,
+            },
+            None => BatchOp::Delete { key: &self.key },
+        }
+    }
+}
+
 impl<'a> RespClient<'a> {
     /// A client that has not yet sent anything.
     pub fn new(engine: &'a Engine, shared: &'a Shared, me: &'a ClientEntry, port: u16) -> Self {
@@ -325,7 +371,7 @@ impl<'a> RespClient<'a> {
         for cmd in run {
             pending.push(
                 self.engine
-                    .start_put(self.partition, cmd[1].clone(), &cmd[2])
+                    .start_put(self.partition, cmd[1].clone(), &cmd[2], 0)
                     .await,
             );
         }
@@ -386,12 +432,31 @@ impl<'a> RespClient<'a> {
     /// The value of `key` as this client sees it (inside EXEC, with the
     /// transaction's writes).
     async fn value(&self, key: &[u8]) -> Result<Option<Bytes>, EngineError> {
+        Ok(self.entry(key).await?.map(|(value, _)| value))
+    }
+
+    /// The value of `key` and when it expires (absolute Unix milliseconds,
+    /// 0 for never), as this client sees it.
+    async fn entry(&self, key: &[u8]) -> Result<Option<(Bytes, u64)>, EngineError> {
         if let Some(overlay) = &self.overlay
-            && let Known::Written(value) = overlay.known(key)
+            && let Known::Written(written) = overlay.known(key)
         {
-            return Ok(value);
+            return Ok(written.filter(|&(_, at)| !expiry::time_has_passed(at, expiry::now_ms())));
         }
-        self.engine.get_async(key).await
+        self.engine.get_expiring_async(key).await
+    }
+
+    /// When `key` expires, as this client sees it: `None` if it has no
+    /// value, `Some(0)` if it never expires.
+    fn expire_at_ms(&self, key: &[u8]) -> Option<u64> {
+        if let Some(overlay) = &self.overlay
+            && let Known::Written(written) = overlay.known(key)
+        {
+            return written
+                .map(|(_, at)| at)
+                .filter(|&at| !expiry::time_has_passed(at, expiry::now_ms()));
+        }
+        self.engine.expire_at_ms(key)
     }
 
     /// Holds the stripes of `keys` (see [`KeyLocks`]) for a command that
@@ -412,32 +477,20 @@ impl<'a> RespClient<'a> {
 
     /// True if `key` has a value, as this client sees it.
     fn key_exists(&self, key: &[u8]) -> bool {
-        match &self.overlay {
-            Some(overlay) => overlay.contains(self.engine, key),
-            None => self.engine.contains(key),
-        }
+        self.expire_at_ms(key).is_some()
     }
 
-    /// Applies `ops` (a value for a put, `None` for a delete) as one unit:
-    /// through the client's partition, or inside EXEC into the
-    /// transaction, which sends all its writes together when it ends.
-    async fn write(&mut self, ops: Vec<(Bytes, Option<Bytes>)>) -> Result<(), EngineError> {
+    /// Applies `writes` as one unit: through the client's partition, or
+    /// inside EXEC into the transaction, which sends all its writes
+    /// together when it ends.
+    async fn write(&mut self, writes: Vec<KeyWrite>) -> Result<(), EngineError> {
         if let Some(overlay) = &mut self.overlay {
-            for (key, value) in ops {
-                match value {
-                    Some(value) => overlay.put(key, value),
-                    None => overlay.delete(key),
-                }
+            for write in writes {
+                overlay.write(write);
             }
             return Ok(());
         }
-        let batch: Vec<BatchOp<'_>> = ops
-            .iter()
-            .map(|(key, value)| match value {
-                Some(value) => BatchOp::Put { key, value },
-                None => BatchOp::Delete { key },
-            })
-            .collect();
+        let batch: Vec<BatchOp<'_>> = writes.iter().map(KeyWrite::op).collect();
         self.engine.write_many_async(self.partition, &batch).await
     }
 
@@ -635,6 +688,18 @@ impl<'a> RespClient<'a> {
             Kind::Incrby => self.incr_by(cmd, None, out).await,
             Kind::Decrby => self.decr_by(cmd, out).await,
             Kind::Incrbyfloat => self.incr_by_float(cmd, out).await,
+            Kind::Setex => self.setex(cmd, TimeUnit::Seconds, out).await,
+            Kind::Psetex => self.setex(cmd, TimeUnit::Milliseconds, out).await,
+            Kind::Getex => self.getex(cmd, out).await,
+            Kind::Expire => self.expire(cmd, TimeUnit::Seconds, false, out).await,
+            Kind::Pexpire => self.expire(cmd, TimeUnit::Milliseconds, false, out).await,
+            Kind::Expireat => self.expire(cmd, TimeUnit::Seconds, true, out).await,
+            Kind::Pexpireat => self.expire(cmd, TimeUnit::Milliseconds, true, out).await,
+            Kind::Ttl => self.ttl(cmd, TimeUnit::Seconds, false, out),
+            Kind::Pttl => self.ttl(cmd, TimeUnit::Milliseconds, false, out),
+            Kind::Expiretime => self.ttl(cmd, TimeUnit::Seconds, true, out),
+            Kind::Pexpiretime => self.ttl(cmd, TimeUnit::Milliseconds, true, out),
+            Kind::Persist => self.persist(cmd, out).await,
             // Containers called with no subcommand fail their arity check.
             Kind::Config | Kind::Client => out.error(&arity_error(entry.name)),
         }

@@ -7,15 +7,17 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use crate::{BatchOp, Engine};
+use super::KeyWrite;
+use crate::{BatchOp, Engine, expiry};
 
 /// A transaction's writes not yet sent (see the module documentation).
 #[derive(Debug, Default)]
 pub(super) struct Overlay {
-    /// The writes in order: a value for a put, `None` for a delete.
-    ops: Vec<(Bytes, Option<Bytes>)>,
-    /// Each written key's newest state.
-    latest: HashMap<Bytes, Option<Bytes>>,
+    /// The writes in order.
+    writes: Vec<KeyWrite>,
+    /// Each written key's newest state: its value and expiry time, or
+    /// `None` if deleted.
+    latest: HashMap<Bytes, Option<(Bytes, u64)>>,
     /// A FLUSHALL ran inside the transaction: every key not written since
     /// is gone.
     cleared: bool,
@@ -23,29 +25,24 @@ pub(super) struct Overlay {
 
 /// What the overlay knows of a key.
 pub(super) enum Known {
-    /// The transaction wrote it (or cleared it): this is its value, or
-    /// `None` if it has none.
-    Written(Option<Bytes>),
+    /// The transaction wrote it (or cleared it): this is its value and
+    /// expiry time (absolute Unix milliseconds, 0 for never), or `None` if
+    /// it has none. An expiry time may have passed since.
+    Written(Option<(Bytes, u64)>),
     /// The transaction did not touch it: ask the engine.
     Untouched,
 }
 
 impl Overlay {
-    /// Records a put of `key`.
-    pub(super) fn put(&mut self, key: Bytes, value: Bytes) {
-        self.latest.insert(key.clone(), Some(value.clone()));
-        self.ops.push((key, Some(value)));
-    }
-
-    /// Records a delete of `key`.
-    pub(super) fn delete(&mut self, key: Bytes) {
-        self.latest.insert(key.clone(), None);
-        self.ops.push((key, None));
+    /// Records a write.
+    pub(super) fn write(&mut self, write: KeyWrite) {
+        self.latest.insert(write.key.clone(), write.value.clone());
+        self.writes.push(write);
     }
 
     /// Records a FLUSHALL: the writes before it are void.
     pub(super) fn clear(&mut self) {
-        self.ops.clear();
+        self.writes.clear();
         self.latest.clear();
         self.cleared = true;
     }
@@ -59,17 +56,22 @@ impl Overlay {
         }
     }
 
-    /// True if `key` has a value, as the transaction sees it.
+    /// True if `key` has a value that has not expired, as the transaction
+    /// sees it.
     pub(super) fn contains(&self, engine: &Engine, key: &[u8]) -> bool {
         match self.known(key) {
-            Known::Written(value) => value.is_some(),
+            Known::Written(value) => value.is_some_and(|(_, at)| live(at)),
             Known::Untouched => engine.contains(key),
         }
     }
 
     /// The number of keys, as the transaction sees it.
     pub(super) fn len(&self, engine: &Engine) -> u64 {
-        let written_live = self.latest.values().filter(|v| v.is_some()).count() as u64;
+        let written_live = self
+            .latest
+            .values()
+            .filter(|v| v.as_ref().is_some_and(|&(_, at)| live(at)))
+            .count() as u64;
         if self.cleared {
             return written_live;
         }
@@ -81,11 +83,11 @@ impl Overlay {
         (engine.len() + written_live).saturating_sub(written_before)
     }
 
-    /// The keys the transaction left with a value.
+    /// The keys the transaction left with a value that has not expired.
     pub(super) fn written_keys(&self) -> impl Iterator<Item = &Bytes> {
         self.latest
             .iter()
-            .filter(|(_, value)| value.is_some())
+            .filter(|(_, value)| value.as_ref().is_some_and(|&(_, at)| live(at)))
             .map(|(key, _)| key)
     }
 
@@ -96,12 +98,11 @@ impl Overlay {
 
     /// The writes to send, in order, as one batch.
     pub(super) fn batch(&self) -> Vec<BatchOp<'_>> {
-        self.ops
-            .iter()
-            .map(|(key, value)| match value {
-                Some(value) => BatchOp::Put { key, value },
-                None => BatchOp::Delete { key },
-            })
-            .collect()
+        self.writes.iter().map(KeyWrite::op).collect()
     }
+}
+
+/// True if a value expiring at `expire_at_ms` has not expired now.
+fn live(expire_at_ms: u64) -> bool {
+    !expiry::time_has_passed(expire_at_ms, expiry::now_ms())
 }

@@ -1,4 +1,5 @@
-//! The string commands: GET, SET (with NX, XX and GET), MGET, MSET, SETNX,
+//! The string commands: GET, SET (with its expiry options, NX, XX and
+//! GET), MGET, MSET, SETNX,
 //! GETSET, GETDEL, MSETNX, STRLEN, APPEND, GETRANGE / SUBSTR, SETRANGE and
 //! LCS, answered as Redis 7 answers them. Every command that reads a key
 //! and writes it back holds the key's stripe meanwhile (see
@@ -7,76 +8,12 @@
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
 
-use super::{GET_RUN_KEYS, RespClient, arity_error, engine_error, parse_i64};
+use super::expiry_args::{ExpiryOption, NOT_AN_INTEGER, OptionsOf, SYNTAX_ERROR, StringOptions};
+use super::{GET_RUN_KEYS, KeyWrite, RespClient, arity_error, engine_error, parse_i64};
+use crate::expiry;
 use crate::resp::reply::Replies;
 
-const SYNTAX_ERROR: &str = "ERR syntax error";
-const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 const TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
-/// SET's answer to the expiry options, which SplitKV does not have yet.
-const NO_TTLS: &str =
-    "ERR syntax error (SplitKV has no TTLs yet: EX, PX, EXAT, PXAT and KEEPTTL are refused)";
-
-/// SET's options, as Redis's `parseExtendedStringArgumentsOrReply` reads
-/// them (each may repeat; NX and XX exclude each other, as the expiry
-/// options do).
-#[derive(Debug, Default, Clone, Copy)]
-struct SetOptions {
-    nx: bool,
-    xx: bool,
-    get: bool,
-    /// EX, PX, EXAT, PXAT or KEEPTTL came, in a combination Redis accepts.
-    expiry: bool,
-}
-
-impl SetOptions {
-    /// The options after `SET key value`, or the error Redis answers.
-    fn parse(args: &[Bytes]) -> Result<Self, &'static str> {
-        #[derive(PartialEq, Clone, Copy)]
-        enum Expiry {
-            None,
-            KeepTtl,
-            Timed(&'static str),
-        }
-        let mut options = SetOptions::default();
-        let mut expiry = Expiry::None;
-        let mut i = 0;
-        while i < args.len() {
-            let opt = args[i].to_ascii_uppercase();
-            let has_next = i + 1 < args.len();
-            match &opt[..] {
-                b"NX" if !options.xx => options.nx = true,
-                b"XX" if !options.nx => options.xx = true,
-                b"GET" => options.get = true,
-                b"KEEPTTL" if matches!(expiry, Expiry::None | Expiry::KeepTtl) => {
-                    expiry = Expiry::KeepTtl;
-                }
-                b"EX" | b"PX" | b"EXAT" | b"PXAT" => {
-                    let name = match &opt[..] {
-                        b"EX" => "EX",
-                        b"PX" => "PX",
-                        b"EXAT" => "EXAT",
-                        _ => "PXAT",
-                    };
-                    let allowed = match expiry {
-                        Expiry::None => true,
-                        Expiry::KeepTtl => false,
-                        Expiry::Timed(same) => same == name,
-                    };
-                    if !allowed || !has_next {
-                        return Err(SYNTAX_ERROR);
-                    }
-                    expiry = Expiry::Timed(name);
-                    i += 1;
-                }
-                _ => return Err(SYNTAX_ERROR),
-            }
-            i += 1;
-        }
-        options.expiry = expiry != Expiry::None;
-        Ok(options)
-    }
-}
 
 /// GETRANGE's slice of `value` from `start` to `end` (both inclusive,
 /// negative from the end), as Redis computes it.
@@ -202,26 +139,31 @@ fn lcs(a: &[u8], b: &[u8]) -> (Vec<u8>, Vec<Match>) {
 }
 
 impl RespClient<'_> {
-    /// SET key value [NX | XX] [GET]; the expiry options are refused.
+    /// SET key value [NX | XX] [GET] [EX | PX | EXAT | PXAT time |
+    /// KEEPTTL]: a plain SET clears the key's expiry, KEEPTTL keeps it.
     pub(super) async fn set(&mut self, cmd: &[Bytes], out: &mut Replies) {
         if cmd.len() == 3 {
             if let Some(overlay) = &mut self.overlay {
-                overlay.put(cmd[1].clone(), cmd[2].clone());
+                overlay.write(KeyWrite::put(cmd[1].clone(), cmd[2].clone()));
                 out.simple("OK");
             } else {
                 self.set_run(std::iter::once(cmd), out).await;
             }
             return;
         }
-        let options = match SetOptions::parse(&cmd[3..]) {
-            Ok(options) if options.expiry => return out.error(NO_TTLS),
+        let options = match StringOptions::parse(&cmd[3..], OptionsOf::Set) {
             Ok(options) => options,
             Err(text) => return out.error(text),
         };
+        let timed = match options.expiry.expire_at_ms(expiry::now_ms(), "set") {
+            Ok(timed) => timed,
+            Err(text) => return out.error(&text),
+        };
         let key = &cmd[1];
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let old = if options.get {
-            match self.value(key).await {
+        let reads_old = options.get || options.expiry == ExpiryOption::Keep;
+        let old = if reads_old {
+            match self.entry(key).await {
                 Ok(old) => Some(old),
                 Err(e) => return engine_error(out, &e),
             }
@@ -232,17 +174,22 @@ impl RespClient<'_> {
             Some(old) => old.is_some(),
             None => self.key_exists(key),
         };
+        let old_value = |old: Option<Option<(Bytes, u64)>>| old.flatten().map(|(value, _)| value);
         if (options.nx && found) || (options.xx && !found) {
-            return match old {
-                Some(old) => out.bulk_or_null(old.as_deref()),
-                None => out.null(),
+            return match options.get {
+                true => out.bulk_or_null(old_value(old).as_deref()),
+                false => out.null(),
             };
         }
-        match self.write(vec![(key.clone(), Some(cmd[2].clone()))]).await {
-            Ok(()) => match old {
-                Some(old) => out.bulk_or_null(old.as_deref()),
-                None => out.simple("OK"),
-            },
+        let expire_at_ms = match (timed, &old) {
+            (Some(at), _) => at,
+            (None, Some(Some((_, kept)))) if options.expiry == ExpiryOption::Keep => *kept,
+            _ => 0,
+        };
+        let write = KeyWrite::put_expiring(key.clone(), cmd[2].clone(), expire_at_ms);
+        match self.write(vec![write]).await {
+            Ok(()) if options.get => out.bulk_or_null(old_value(old).as_deref()),
+            Ok(()) => out.simple("OK"),
             Err(e) => engine_error(out, &e),
         }
     }
@@ -254,7 +201,10 @@ impl RespClient<'_> {
         if self.key_exists(key) {
             return out.integer(0);
         }
-        match self.write(vec![(key.clone(), Some(cmd[2].clone()))]).await {
+        match self
+            .write(vec![KeyWrite::put(key.clone(), cmd[2].clone())])
+            .await
+        {
             Ok(()) => out.integer(1),
             Err(e) => engine_error(out, &e),
         }
@@ -268,7 +218,10 @@ impl RespClient<'_> {
             Ok(old) => old,
             Err(e) => return engine_error(out, &e),
         };
-        match self.write(vec![(key.clone(), Some(cmd[2].clone()))]).await {
+        match self
+            .write(vec![KeyWrite::put(key.clone(), cmd[2].clone())])
+            .await
+        {
             Ok(()) => out.bulk_or_null(old.as_deref()),
             Err(e) => engine_error(out, &e),
         }
@@ -283,7 +236,7 @@ impl RespClient<'_> {
             Ok(None) => return out.null(),
             Err(e) => return engine_error(out, &e),
         };
-        match self.write(vec![(key.clone(), None)]).await {
+        match self.write(vec![KeyWrite::delete(key.clone())]).await {
             Ok(()) => out.bulk(&old),
             Err(e) => engine_error(out, &e),
         }
@@ -302,7 +255,7 @@ impl RespClient<'_> {
         }
         let puts = cmd[1..]
             .chunks(2)
-            .map(|kv| (kv[0].clone(), Some(kv[1].clone())))
+            .map(|kv| KeyWrite::put(kv[0].clone(), kv[1].clone()))
             .collect();
         match self.write(puts).await {
             Ok(()) => out.integer(1),
@@ -318,13 +271,15 @@ impl RespClient<'_> {
         }
     }
 
-    /// APPEND key value: the length after appending.
+    /// APPEND key value: the length after appending (the expiry stays).
     pub(super) async fn append(&mut self, cmd: &[Bytes], out: &mut Replies) {
         let key = &cmd[1];
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let new = match self.value(key).await {
+        let mut expire_at_ms = 0;
+        let new = match self.entry(key).await {
             Ok(None) => cmd[2].clone(),
-            Ok(Some(old)) => {
+            Ok(Some((old, at))) => {
+                expire_at_ms = at;
                 if old.len() as u128 + cmd[2].len() as u128 > self.max_value_bytes() as u128 {
                     return out.error(TOO_LONG);
                 }
@@ -336,7 +291,10 @@ impl RespClient<'_> {
             Err(e) => return engine_error(out, &e),
         };
         let len = new.len() as i64;
-        match self.write(vec![(key.clone(), Some(new))]).await {
+        match self
+            .write(vec![KeyWrite::put_expiring(key.clone(), new, expire_at_ms)])
+            .await
+        {
             Ok(()) => out.integer(len),
             Err(e) => engine_error(out, &e),
         }
@@ -354,7 +312,7 @@ impl RespClient<'_> {
     }
 
     /// SETRANGE key offset value: the length after writing `value` at
-    /// `offset` (zero bytes filling any gap).
+    /// `offset` (zero bytes filling any gap; the expiry stays).
     pub(super) async fn setrange(&mut self, cmd: &[Bytes], out: &mut Replies) {
         let key = &cmd[1];
         let piece = &cmd[3];
@@ -364,8 +322,9 @@ impl RespClient<'_> {
             Some(offset) => offset as u64,
         };
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let old = match self.value(key).await {
-            Ok(old) => old,
+        let (old, expire_at_ms) = match self.entry(key).await {
+            Ok(Some((old, at))) => (Some(old), at),
+            Ok(None) => (None, 0),
             Err(e) => return engine_error(out, &e),
         };
         if piece.is_empty() {
@@ -382,10 +341,8 @@ impl RespClient<'_> {
         }
         new[offset..offset + piece.len()].copy_from_slice(piece);
         let len = new.len() as i64;
-        match self
-            .write(vec![(key.clone(), Some(Bytes::from(new)))])
-            .await
-        {
+        let write = KeyWrite::put_expiring(key.clone(), Bytes::from(new), expire_at_ms);
+        match self.write(vec![write]).await {
             Ok(()) => out.integer(len),
             Err(e) => engine_error(out, &e),
         }
@@ -461,7 +418,7 @@ impl RespClient<'_> {
         }
         let puts = cmd[1..]
             .chunks(2)
-            .map(|kv| (kv[0].clone(), Some(kv[1].clone())))
+            .map(|kv| KeyWrite::put(kv[0].clone(), kv[1].clone()))
             .collect();
         match self.write(puts).await {
             Ok(()) => out.simple("OK"),
@@ -476,31 +433,6 @@ mod tests {
 
     fn args(list: &[&str]) -> Vec<Bytes> {
         list.iter().map(|a| Bytes::from(a.to_string())).collect()
-    }
-
-    #[test]
-    fn set_options_are_read_as_redis_reads_them() {
-        let ok = |list: &[&str]| SetOptions::parse(&args(list)).expect("accepted");
-        assert!(ok(&["nx", "GET"]).nx && ok(&["nx", "GET"]).get);
-        assert!(ok(&["XX", "xx"]).xx);
-        assert!(ok(&["EX", "10"]).expiry);
-        assert!(ok(&["KEEPTTL", "KEEPTTL"]).expiry);
-        for bad in [
-            &["NX", "XX"][..],
-            &["XX", "NX"],
-            &["EX"],
-            &["EX", "1", "PX", "1"],
-            &["KEEPTTL", "EX", "1"],
-            &["EX", "1", "KEEPTTL"],
-            &["PERSIST"],
-            &["FOO"],
-        ] {
-            assert_eq!(
-                SetOptions::parse(&args(bad)).err(),
-                Some(SYNTAX_ERROR),
-                "{bad:?}"
-            );
-        }
     }
 
     #[test]

@@ -48,14 +48,20 @@ impl RespClient<'_> {
         }
     }
 
-    /// The index's sequence number for `key` (its newest put or delete),
-    /// `None` if the index has no entry: a change to the key changes it.
-    pub(super) fn version_of(&self, key: &[u8]) -> Option<u64> {
-        self.engine
-            .inner
-            .index
-            .get(key)
-            .map(|location| location.seq)
+    /// What the index holds for `key`, as WATCH compares it: a change to
+    /// the key changes it, and so does its value expiring (but not the
+    /// removal of a value that had expired already).
+    pub(super) fn version_of(&self, key: &[u8]) -> Option<KeyVersion> {
+        let location = self.engine.inner.index.get(key)?;
+        Some(
+            if crate::expiry::is_visible(&location, crate::expiry::now_ms()) {
+                KeyVersion::Live(location.seq)
+            } else {
+                // A tombstone at a version's own seq is how its expiry is
+                // logged: expired and removed compare equal.
+                KeyVersion::Gone(location.seq)
+            },
+        )
     }
 
     /// EXEC: the queued commands' replies as one array, or the null array
@@ -130,4 +136,13 @@ impl RespClient<'_> {
         }
         self.engine.write_many_async(self.partition, &batch).await
     }
+}
+
+/// A watched key's state (see [`RespClient::version_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KeyVersion {
+    /// A value, written at this sequence number, that has not expired.
+    Live(u64),
+    /// No value since this sequence number (deleted, or expired).
+    Gone(u64),
 }

@@ -318,7 +318,7 @@ fn puts_one_in_flight(
                 while Instant::now() < stop {
                     let key = ((link as u64) << 48 | count).to_be_bytes();
                     let started = Instant::now();
-                    client.put(link, &key, &value)?.wait_blocking()?;
+                    client.put(link, &key, &value, 0)?.wait_blocking()?;
                     latency.record(started.elapsed().as_nanos() as u64)?;
                     count += 1;
                 }
@@ -357,7 +357,7 @@ async fn puts_many_in_flight(
                 let mut count = 0u64;
                 while Instant::now() < stop {
                     let key = ((link as u64) << 48 | (lane as u64) << 32 | count).to_be_bytes();
-                    client.put(link, &key, &value)?.wait().await?;
+                    client.put(link, &key, &value, 0)?.wait().await?;
                     count += 1;
                 }
                 total.fetch_add(count, Ordering::Relaxed);
