@@ -86,6 +86,7 @@ impl Inner {
             offset: ack.offset,
             len: len as u32,
             partition: partition as u16,
+            expire_at_ms: 0,
         };
         if self.index.apply(key, location) {
             match value {

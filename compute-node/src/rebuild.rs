@@ -70,6 +70,7 @@ pub(crate) fn merge_frames(
                             offset: entry.value_offset,
                             len: len as u32,
                             partition: partition as u16,
+                            expire_at_ms: 0,
                         }
                     }
                     EntryKind::Delete => Location::tombstone(entry.seq, partition as u16),
