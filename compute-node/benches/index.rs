@@ -60,6 +60,7 @@ fn location(i: u64) -> Location {
         offset: i * 41,
         len: 41,
         partition: (i % 16) as u16,
+        expire_at_ms: 0,
     }
 }
 
@@ -374,6 +375,7 @@ fn for_each_entry<'a>(frames: &'a [u8], mut f: impl FnMut(&'a [u8], Location)) {
                         offset: entry.value_offset,
                         len: entry.record_len() as u32,
                         partition: 0,
+                        expire_at_ms: 0,
                     },
                     EntryKind::Delete => Location::tombstone(entry.seq, 0),
                     // The benchmark's logs hold no clears.

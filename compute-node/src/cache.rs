@@ -195,6 +195,7 @@ mod tests {
             offset: seq * 100,
             len: 100,
             partition: 0,
+            expire_at_ms: 0,
         }
     }
 

@@ -65,6 +65,7 @@ impl Store {
             offset: self.next_seq * 64,
             len: 64,
             partition: (self.next_seq % 4) as u16,
+            expire_at_ms: 0,
         };
         assert!(self.index.apply(key, location));
     }
@@ -199,7 +200,7 @@ proptest! {
                     seq += 1;
                     match *change {
                         Change::Insert(n) => {
-                            index.apply(&churn_key(n), Location { seq, offset: seq * 64, len: 64, partition: 0 });
+                            index.apply(&churn_key(n), Location { seq, offset: seq * 64, len: 64, partition: 0, expire_at_ms: 0 });
                         }
                         Change::Delete(n) => {
                             index.apply(&churn_key(n), Location::tombstone(seq, 0));

@@ -1,30 +1,50 @@
 //! The key index: key → where its newest version lives (partition, value-log
-//! offset, record length, sequence number), or a tombstone if its newest
-//! version is a delete.
+//! offset, record length, sequence number) and when it expires, or a
+//! tombstone if its newest version is a delete.
 //!
 //! The index only ever moves a key to a higher sequence number, whatever
-//! order acknowledgements and key-log entries arrive in. It is split into
-//! [`SHARDS`] shards, each behind its own reader-writer lock: lookups share
-//! a shard, and writers to different shards proceed together.
+//! order acknowledgements and key-log entries arrive in, with one tie
+//! rule: a tombstone at the same sequence number as a live put replaces it
+//! (any other tie keeps what the index has). An expiry delete is logged as
+//! a tombstone that names the expired version by its seq, so it must beat
+//! that version and lose to any later write, whatever order a rebuild sees
+//! them in. It is split into [`SHARDS`] shards, each behind its own
+//! reader-writer lock: lookups share a shard, and writers to different
+//! shards proceed together.
+//!
+//! Expiry: each location carries its version's absolute expiry
+//! ([`Location::expire_at_ms`]). The index keeps, per shard, the count and
+//! sum of its live keys' expiries and a lower bound of the smallest, so
+//! that [`Index::expiring_keys`] and [`Index::avg_expire_at_ms`] cost no
+//! walk, and [`Index::collect_expired`] and [`Index::expired_keys_present`]
+//! walk only shards that may hold an expired key. It never hides an expired
+//! key: [`Index::get`], [`Index::scan`] and the live-key counts include it
+//! until the caller deletes it.
 //!
 //! Memory: each key costs a 16-byte packed header (location and key length,
-//! laid out in the `location` module), its key bytes (plus one or two length bytes for keys of
-//! 127 bytes or more) in its shard's arena, and 5 bytes per table slot at a
-//! load between 77 % and 87.5 %. A shard's table grows by an eighth when it
+//! laid out in the `location` module), its key bytes (plus one or two
+//! length bytes for keys of 127 bytes or more) in its shard's arena, and 5
+//! bytes per table slot at a load between 77 % and 87.5 %. A key with a TTL
+//! costs 8 bytes more (its expiry, in a slot after the header); one that
+//! gains a TTL after insertion is moved to the end of its shard's arena,
+//! its old bytes reclaimed by compaction (once a shard's dead bytes pass
+//! half its live bytes and a page). A shard's table grows by an eighth when it
 //! is 7/8 full, so growth copies one small table at a time and never holds
 //! two copies of the whole index; [`Index::reserve`] sizes every table for
 //! an expected key count up front. Keys are compared byte for byte: the hash
 //! tag only picks candidates. Arena pages are 4 KiB, each costing an
 //! 8-byte pointer and a 4-byte entry start besides its bytes. Measured by
-//! the index's own accounting at 1 Mi keys: about 31 bytes per 8-byte key,
+//! the index's own accounting at 1 Mi keys: about 31 bytes per 8-byte key
+//! (39 with a TTL),
 //! at most the key length + 24 bytes for keys of up to 127 bytes, and the
 //! key length + 25 at 200 bytes, + 28 at 1 KiB (their length takes one or
 //! two bytes more, and fewer keys share each page's costs).
 //!
 //! Limits: a location whose seq, offset, record length or partition passes
 //! the packed widths ([`PACKED_MAX_SEQ`] and friends) is kept whole in a side
-//! table, so ordering by seq is always exact; one shard's arena holds at most
-//! 4 GiB of headers and keys ([`IndexError::ShardFull`]).
+//! table, so ordering by seq is always exact (the expiry never goes there:
+//! it stays in the entry's slot); one shard's arena holds at most 4 GiB of
+//! headers, expiries and keys ([`IndexError::ShardFull`]).
 
 mod location;
 mod shard;
@@ -165,27 +185,32 @@ impl<S: BuildHasher> Index<S> {
         (hash, &self.shards[(hash >> SHARD_SHIFT) as usize])
     }
 
-    /// The newest known location of `key` (a tombstone if deleted).
+    /// The newest known location of `key` (a tombstone if deleted), with
+    /// its expiry (an expired key is still returned).
     pub fn get(&self, key: &[u8]) -> Option<Location> {
         let (hash, shard) = self.hash(key);
         let shard = shard.read();
-        shard.find(hash, key).map(|at| shard.location(at))
+        shard.find_slot(hash, key).map(|slot| shard.location(slot))
     }
 
-    /// Records `location` for `key` if it is newer than what the index has.
-    /// Returns true if the index changed.
+    /// Records `location` (its expiry included) for `key` if it is newer
+    /// than what the index has: a higher seq, or the same seq as a live put
+    /// if `location` is a tombstone (see the module doc). Returns true if
+    /// the index changed.
     ///
     /// # Panics
-    /// If `key` is new and its shard's arena is full ([`IndexError::ShardFull`]:
-    /// 4 GiB of keys and headers in one shard, about 1 TiB in the index);
-    /// [`Index::try_apply`] returns that error instead.
+    /// If `key` must be appended to its shard's arena (it is new, or it
+    /// gains an expiry while stored without an expiry slot) and the arena
+    /// is full ([`IndexError::ShardFull`]: 4 GiB of keys and headers in one
+    /// shard, about 1 TiB in the index); [`Index::try_apply`] returns that
+    /// error instead, having changed nothing.
     pub fn apply(&self, key: &[u8], location: Location) -> bool {
         self.try_apply(key, location)
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// [`Index::apply`], returning [`IndexError::ShardFull`] instead of
-    /// panicking when a new key does not fit its shard.
+    /// [`Index::apply`], returning [`IndexError::ShardFull`] (and changing
+    /// nothing) instead of panicking when a key does not fit its shard.
     pub fn try_apply(&self, key: &[u8], location: Location) -> Result<bool, IndexError> {
         let (hash, shard) = self.hash(key);
         let change = self.apply_locked(&mut shard.write(), hash, key, location)?;
@@ -271,13 +296,19 @@ impl<S: BuildHasher> Index<S> {
         if location.seq < self.floor_seq.load(Ordering::Acquire) {
             return Ok(Change::NONE);
         }
-        let was_live = match shard.find(hash, key) {
-            Some(at) => {
-                let existing = shard.location(at);
-                if existing.seq >= location.seq {
+        let was_live = match shard.find_slot(hash, key) {
+            Some(slot) => {
+                let existing = shard.location(slot);
+                // An expiry delete (a tombstone naming the expired version's
+                // seq) beats that version; every other tie keeps the entry.
+                let newer = existing.seq < location.seq
+                    || (existing.seq == location.seq
+                        && location.is_tombstone()
+                        && !existing.is_tombstone());
+                if !newer {
                     return Ok(Change::NONE);
                 }
-                shard.set_location(at, location);
+                shard.set_location(&self.hasher, slot, location)?;
                 !existing.is_tombstone()
             }
             None => {
@@ -300,18 +331,27 @@ impl<S: BuildHasher> Index<S> {
 
     /// Moves `key` from `from` to `to` (a relocation by garbage collection)
     /// only if its entry still points at `from` (same partition, offset and
-    /// seq) and `to` does not lower its seq. Returns true if it moved.
+    /// seq, whatever the expiries) and `to` does not lower its seq. The
+    /// entry then takes `to` whole, its expiry included (a relocation
+    /// record carries its version's expiry). Returns true if it moved.
+    ///
+    /// # Panics
+    /// If `to` gives an expiry to an entry stored without an expiry slot
+    /// and moving the entry to the end of its shard's arena does not fit
+    /// ([`IndexError::ShardFull`], as for [`Index::apply`]).
     pub fn relocate(&self, key: &[u8], from: Location, to: Location) -> bool {
         let (hash, shard) = self.hash(key);
         let mut shard = shard.write();
-        let Some(at) = shard.find(hash, key) else {
+        let Some(slot) = shard.find_slot(hash, key) else {
             return false;
         };
-        let existing = shard.location(at);
+        let existing = shard.location(slot);
         if !existing.same_place(&from) || to.seq < existing.seq {
             return false;
         }
-        shard.set_location(at, to);
+        shard
+            .set_location(&self.hasher, slot, to)
+            .unwrap_or_else(|e| panic!("{e}"));
         let change = Change {
             applied: true,
             was_live: !existing.is_tombstone(),
@@ -382,9 +422,105 @@ impl<S: BuildHasher> Index<S> {
         stats
     }
 
-    /// Live keys (not tombstones), without walking the index.
+    /// Live keys (not tombstones), without walking the index. A key whose
+    /// expiry has passed counts until it is deleted.
     pub fn live_keys(&self) -> u64 {
         self.live_keys.load(Ordering::Relaxed)
+    }
+
+    /// Live keys and the sum of their expiries, over the keys with one
+    /// (each shard's as of its own moment).
+    fn expiry_totals(&self) -> (u64, u128) {
+        self.shards.iter().fold((0, 0), |(keys, sum), shard| {
+            let (shard_keys, shard_sum) = shard.read().expiry_totals();
+            (keys + shard_keys as u64, sum + shard_sum)
+        })
+    }
+
+    /// Live keys (not tombstones) that have an expiry (`expire_at_ms` not
+    /// 0), expired ones included; each shard counted as of its own moment,
+    /// without walking any.
+    pub fn expiring_keys(&self) -> u64 {
+        self.expiry_totals().0
+    }
+
+    /// The mean `expire_at_ms` of the keys [`Index::expiring_keys`] counts
+    /// (rounded down), or `None` if there are none: what INFO's `avg_ttl`
+    /// is computed from. Walks no shard.
+    pub fn avg_expire_at_ms(&self) -> Option<u64> {
+        let (keys, sum) = self.expiry_totals();
+        // A mean of u64s fits a u64.
+        (keys != 0).then(|| (sum / u128::from(keys)) as u64)
+    }
+
+    /// One step of the cycle that finds expired keys, for the caller to
+    /// delete (the index only reads): from `cursor` (0 to begin; any `u64`
+    /// is accepted), returns up to `max_keys` live keys whose expiry is not
+    /// 0 and at most `now_ms`, with their locations, and the cursor to go
+    /// on from.
+    ///
+    /// It visits the shards in turn from the cursor's, wrapping past the
+    /// last to the first, and stops once it holds `max_keys` (inside a
+    /// shard, or at the next shard's start) or has visited every shard
+    /// once; so calls that each go on from the cursor the last returned
+    /// cycle over every shard, and a key expired as of `now_ms` that stays
+    /// is returned within one cycle. A shard is skipped without being
+    /// walked when its lower bound of the next expiry is past `now_ms`, and
+    /// a shard walked from its start to its end gets that bound set to its
+    /// exact smallest expiry. A shard compacted since the cursor was
+    /// returned is walked from its start. Each shard is walked under its
+    /// read lock.
+    pub fn collect_expired(
+        &self,
+        now_ms: u64,
+        cursor: u64,
+        max_keys: usize,
+    ) -> (Vec<(Vec<u8>, Location)>, u64) {
+        let (first, mut at, generation) = decode_cursor(cursor);
+        let first = first % SHARDS;
+        let mut expired = Vec::new();
+        if max_keys == 0 {
+            return (expired, encode_cursor(first, at, generation));
+        }
+        for step in 0..SHARDS {
+            let shard_index = (first + step) % SHARDS;
+            if expired.len() >= max_keys {
+                return (expired, encode_cursor(shard_index, 0, 0));
+            }
+            let shard = self.shards[shard_index].read();
+            if step > 0 || generation != shard.generation() {
+                at = 0;
+            }
+            if shard.next_expiry_ms() > now_ms {
+                continue;
+            }
+            if let Some(next) = shard.collect_expired(at, now_ms, max_keys, &mut expired) {
+                return (
+                    expired,
+                    encode_cursor(shard_index, next, shard.generation()),
+                );
+            }
+        }
+        (expired, encode_cursor(first, 0, 0))
+    }
+
+    /// Live keys whose expiry is not 0 and at most `now_ms` (present until
+    /// the caller deletes them: DBSIZE subtracts them from
+    /// [`Index::live_keys`]). Walks only the shards whose lower bound of
+    /// the next expiry is at most `now_ms`, each under its read lock and as
+    /// of its own moment, and sets that bound exactly for each.
+    pub fn expired_keys_present(&self, now_ms: u64) -> u64 {
+        self.shards
+            .iter()
+            .map(|shard| {
+                let shard = shard.read();
+                if shard.next_expiry_ms() > now_ms {
+                    0
+                } else {
+                    shard.expired_present(now_ms) as u64
+                }
+            })
+            .sum()
     }
 
     /// One step of a full walk of the index: starting at `cursor` (0 to
@@ -394,13 +530,26 @@ impl<S: BuildHasher> Index<S> {
     /// is complete).
     ///
     /// A key present from the first step to the last is passed at least
-    /// once, however keys are added or tables grow meanwhile (entries never
-    /// move in their shard's arena, and cursors are arena positions). A
-    /// shard compacted by [`Index::drop_tombstones`] during the walk is
-    /// walked again from its start, so a key may then be passed twice. Any
-    /// `u64` is accepted as a cursor. `f` runs under a shard's read lock and
-    /// must not change the index.
+    /// once, however keys are added, tables grow or entries move meanwhile:
+    /// cursors are arena positions, and an entry only ever moves forward in
+    /// its shard's arena (a key that gains an expiry is appended anew at the
+    /// end; its old copy is skipped), so a key may then be passed twice. A
+    /// shard compacted during the walk (by [`Index::drop_tombstones`], by a
+    /// clear, or on its own once moves have left a third of its arena dead) is
+    /// walked again from its start, so a key may then be passed twice too.
+    /// Old copies of moved keys count toward `count` as entries. Any `u64`
+    /// is accepted as a cursor. `f` runs under a shard's read lock and must
+    /// not change the index.
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &Location)) -> u64 {
+        // Why moves keep the guarantee: within one generation of a shard, a
+        // key's arena position p only grows (a move appends at the end) and
+        // so does the walk's cursor c; each step runs under the read lock,
+        // so nothing moves during it. Let step i be the first whose end
+        // c(i+1) passes the key's position p(i) in that step (the last step
+        // reaches the arena's end, so there is one). Step i-1 ended at or
+        // before p(i-1) <= p(i), so step i starts at c(i) <= p(i) < c(i+1)
+        // and visits the key. A key moved after it was passed lands past
+        // the cursor and may be passed again, as SCAN allows.
         let (mut shard_index, mut at, generation) = decode_cursor(cursor);
         let mut budget = count.max(1);
         while shard_index < self.shards.len() {

@@ -1,12 +1,23 @@
 //! One shard of the index: an arena of entries and a compact open-addressing
 //! table over it.
 //!
-//! **Arena.** Entries are appended to a run of fixed-size pages and never
-//! move until [`Shard::drop_tombstones`] compacts the shard. An entry is a
-//! 16-byte header (the packed location and the key's length code, see
-//! [`super::location`]), a LEB128 key length for keys of 127 bytes or more,
-//! then the key. Entries are laid end to end and may straddle pages, so the
-//! only unused arena bytes are the tail of the last page.
+//! **Arena.** Entries are appended to a run of fixed-size pages. An entry
+//! is a 16-byte header (the packed location, the key's length code and the
+//! expiry-slot bit, see [`super::location`]), for an entry with an expiry
+//! slot 8 bytes of expiry (`u64` LE Unix ms, 0 = none), a LEB128 key length
+//! for keys of 127 bytes or more, then the key. Entries are laid end to end
+//! and may straddle pages, so the only unused arena bytes are the tail of
+//! the last page and the bytes of dead entries.
+//!
+//! An entry moves in only two ways. A key that gains an expiry while its
+//! entry has no slot is appended anew at the arena's end (with a slot), its
+//! table slot repointed, and its old copy marked dead (it still parses, and
+//! every walk skips it); so an entry only ever moves *forward* in its
+//! arena. Compaction ([`Shard::retain`], run by [`Shard::drop_tombstones`],
+//! by clears, and on its own once dead bytes pass half the live bytes and a
+//! page, see [`Shard::mostly_dead`]) rewrites the whole arena and bumps the
+//! shard's generation; it also drops the expiry slots of entries whose
+//! expiry is 0.
 //!
 //! **Table.** One control byte (a 7-bit tag of the hash, or [`EMPTY`]) and
 //! one `u32` arena offset per slot, probed linearly in groups of eight
@@ -18,9 +29,10 @@
 //! empty slot.
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::IndexError;
-use super::location::{HEADER_BYTES, Header, LONG_KEY_CODE, Location};
+use super::location::{EXPIRY_BYTES, HEADER_BYTES, Header, LONG_KEY_CODE, Location, WideLocation};
 
 /// Bytes of one arena page.
 pub(super) const PAGE_BYTES: usize = 4096;
@@ -133,6 +145,8 @@ fn grow_by_an_eighth<T>(vec: &mut Vec<T>) {
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     header: Header,
+    /// Arena offset of its expiry slot, if it has one.
+    expiry_at: Option<usize>,
     key_at: usize,
     key_len: usize,
 }
@@ -140,6 +154,20 @@ struct Entry {
 impl Entry {
     fn end(&self) -> usize {
         self.key_at + self.key_len
+    }
+}
+
+/// The location of the (not dead) entry `entry`, its side-table part read
+/// from `wide`.
+fn read_location(arena: &Arena, wide: &[WideLocation], entry: &Entry) -> Location {
+    debug_assert!(!entry.header.is_dead(), "a dead entry has no location");
+    let expire_at_ms = entry.expiry_at.map_or(0, |at| arena.read_u64(at));
+    match entry.header.wide_index() {
+        Some(index) => wide[index as usize].with_expiry(expire_at_ms),
+        None => Location {
+            expire_at_ms,
+            ..entry.header.unpack()
+        },
     }
 }
 
@@ -196,11 +224,27 @@ impl Arena {
         (within + len <= PAGE_BYTES).then(|| &self.pages[page][within..within + len])
     }
 
-    /// Appends one entry; returns its offset.
-    fn append(&mut self, header: Header, key: &[u8]) -> Option<u32> {
+    fn read_u64(&self, at: usize) -> u64 {
+        let mut bytes = [0u8; EXPIRY_BYTES];
+        match self.contiguous(at, EXPIRY_BYTES) {
+            Some(stored) => bytes.copy_from_slice(stored),
+            None => self.read(at, &mut bytes),
+        }
+        u64::from_le_bytes(bytes)
+    }
+
+    fn write_u64(&mut self, at: usize, value: u64) {
+        self.write(at, &value.to_le_bytes());
+    }
+
+    /// Appends one entry, with an expiry slot holding `expiry` if that is
+    /// `Some` (the header's expiry-slot bit is set to match); returns its
+    /// offset, or `None` if the arena would pass [`MAX_ARENA_BYTES`].
+    fn append(&mut self, header: Header, expiry: Option<u64>, key: &[u8]) -> Option<u32> {
         let (prefix, prefix_len) = length_prefix(key.len());
+        let slot_len = if expiry.is_some() { EXPIRY_BYTES } else { 0 };
         let at = self.len;
-        let end = at + HEADER_BYTES + prefix_len + key.len();
+        let end = at + HEADER_BYTES + slot_len + prefix_len + key.len();
         if end > MAX_ARENA_BYTES {
             return None;
         }
@@ -216,9 +260,13 @@ impl Arena {
         if self.page_starts[start_page] == NO_ENTRY {
             self.page_starts[start_page] = at as u32;
         }
-        self.write_header(at, header);
-        self.write(at + HEADER_BYTES, &prefix[..prefix_len]);
-        self.write(at + HEADER_BYTES + prefix_len, key);
+        self.write_header(at, header.with_expiry_slot(expiry.is_some()));
+        if let Some(expiry) = expiry {
+            self.write_u64(at + HEADER_BYTES, expiry);
+        }
+        let prefix_at = at + HEADER_BYTES + slot_len;
+        self.write(prefix_at, &prefix[..prefix_len]);
+        self.write(prefix_at + prefix_len, key);
         self.len = end;
         Some(at as u32)
     }
@@ -245,6 +293,10 @@ impl Arena {
         let header = self.header(at);
         let code = header.key_code();
         let mut key_at = at + HEADER_BYTES;
+        let expiry_at = header.has_expiry_slot().then(|| {
+            key_at += EXPIRY_BYTES;
+            at + HEADER_BYTES
+        });
         let key_len = if code < LONG_KEY_CODE {
             usize::from(code)
         } else {
@@ -263,6 +315,7 @@ impl Arena {
         };
         Entry {
             header,
+            expiry_at,
             key_at,
             key_len,
         }
@@ -351,6 +404,61 @@ pub(super) struct ScanStep {
     pub(super) visited: usize,
 }
 
+/// A lower bound of the smallest expiry of a shard's live keys
+/// (`u64::MAX` if none has one). Lowered by writers under the shard's write
+/// lock, and set exactly by a complete walk of the shard, under its read
+/// lock or its write lock; as no writer runs meanwhile, concurrent walks
+/// store the same value.
+struct NextExpiry(AtomicU64);
+
+impl Default for NextExpiry {
+    fn default() -> Self {
+        Self(AtomicU64::new(u64::MAX))
+    }
+}
+
+impl NextExpiry {
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, ms: u64) {
+        self.0.store(ms, Ordering::Relaxed);
+    }
+
+    fn lower_to(&self, ms: u64) {
+        self.0.fetch_min(ms, Ordering::Relaxed);
+    }
+}
+
+/// The expiry totals of a set of live keys, as counted by a walk.
+#[derive(Debug, Clone, Copy)]
+struct ExpiryTally {
+    expiring: usize,
+    sum: u128,
+    min: u64,
+}
+
+impl Default for ExpiryTally {
+    fn default() -> Self {
+        Self {
+            expiring: 0,
+            sum: 0,
+            min: u64::MAX,
+        }
+    }
+}
+
+impl ExpiryTally {
+    fn add(&mut self, location: &Location) {
+        if let Some(ms) = location.live_expiry() {
+            self.expiring += 1;
+            self.sum += u128::from(ms);
+            self.min = self.min.min(ms);
+        }
+    }
+}
+
 /// One shard of the index.
 #[derive(Default)]
 pub(super) struct Shard {
@@ -358,15 +466,23 @@ pub(super) struct Shard {
     ctrl: Box<[u8]>,
     /// Arena offset of the entry in each full slot.
     slots: Box<[u32]>,
-    /// Entries (keys), tombstones included.
+    /// Entries (keys), tombstones included, dead copies not.
     entries: usize,
     /// Entries whose location is a tombstone.
     tombstones: usize,
     arena: Arena,
-    /// Locations too wide for the packed header.
-    wide: Vec<Location>,
+    /// Locations too wide for the packed header (without their expiries).
+    wide: Vec<WideLocation>,
     /// Unused entries of `wide`.
     wide_free: Vec<u32>,
+    /// Arena bytes of dead entries (old copies of moved entries).
+    dead_bytes: usize,
+    /// Live keys (not tombstones) whose expiry is not 0.
+    expiring: usize,
+    /// Sum of their expiries.
+    expire_at_sum: u128,
+    /// A lower bound of the smallest of their expiries.
+    next_expiry: NextExpiry,
     /// Changes each time compaction moves entries (scan cursors carry it).
     generation: u16,
 }
@@ -381,14 +497,25 @@ impl Shard {
         (self.entries, self.tombstones)
     }
 
+    /// Live keys with an expiry, and the sum of their expiries.
+    pub(super) fn expiry_totals(&self) -> (usize, u128) {
+        (self.expiring, self.expire_at_sum)
+    }
+
+    /// A lower bound of the smallest expiry of this shard's live keys
+    /// (`u64::MAX` if none has one).
+    pub(super) fn next_expiry_ms(&self) -> u64 {
+        self.next_expiry.get()
+    }
+
     pub(super) fn generation(&self) -> u16 {
         self.generation
     }
 
     /// Reads the table's first control bytes and slot for `hash`, so that
-    /// a [`Shard::find`] or [`Shard::insert`] of it soon after finds them
-    /// in cache. Returns a value made of them, for the caller to pass to
-    /// [`std::hint::black_box`] so that the reads are kept.
+    /// a [`Shard::find_slot`] or [`Shard::insert`] of it soon after finds
+    /// them in cache. Returns a value made of them, for the caller to pass
+    /// to [`std::hint::black_box`] so that the reads are kept.
     pub(super) fn touch(&self, hash: u64) -> u64 {
         let capacity = self.capacity();
         if capacity == 0 {
@@ -398,8 +525,9 @@ impl Shard {
         u64::from(self.ctrl[slot]) ^ u64::from(self.slots[slot])
     }
 
-    /// Arena offset of `key`'s entry.
-    pub(super) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+    /// The table slot that holds `key`'s entry (valid until the shard next
+    /// changes).
+    pub(super) fn find_slot(&self, hash: u64, key: &[u8]) -> Option<usize> {
         let capacity = self.capacity();
         if capacity == 0 {
             return None;
@@ -414,7 +542,7 @@ impl Shard {
                 if self.ctrl[at] == tag {
                     let entry = self.arena.entry(self.slots[at] as usize);
                     if self.arena.key_eq(&entry, key) {
-                        return Some(self.slots[at]);
+                        return Some(at);
                     }
                 }
                 candidates &= candidates - 1;
@@ -426,60 +554,140 @@ impl Shard {
         }
     }
 
-    /// The location of the entry at `at`.
-    pub(super) fn location(&self, at: u32) -> Location {
-        let header = self.arena.header(at as usize);
-        match header.wide_index() {
-            Some(index) => self.wide[index as usize],
-            None => header.unpack(),
-        }
+    /// The location of the entry in table slot `slot` (from
+    /// [`Shard::find_slot`]).
+    pub(super) fn location(&self, slot: usize) -> Location {
+        let entry = self.arena.entry(self.slots[slot] as usize);
+        read_location(&self.arena, &self.wide, &entry)
     }
 
     /// The header for a key with length code `code` at `location`, taking
-    /// a side-table entry if it does not pack.
+    /// a side-table entry if it does not pack (expiry-slot bit clear).
     fn header_for(&mut self, code: u8, location: &Location) -> Header {
         if let Some(header) = Header::packed(code, location) {
             return header;
         }
+        let wide = WideLocation::of(location);
         let index = match self.wide_free.pop() {
             Some(index) => {
-                self.wide[index as usize] = *location;
+                self.wide[index as usize] = wide;
                 index
             }
             None => {
-                self.wide.push(*location);
+                self.wide.push(wide);
                 (self.wide.len() - 1) as u32
             }
         };
         Header::wide(code, index)
     }
 
-    /// Points the entry at `at` to `location`.
-    pub(super) fn set_location(&mut self, at: u32, location: Location) {
-        let header = self.arena.header(at as usize);
-        let was_tombstone = self.location(at).is_tombstone();
-        let new_header = match header.wide_index() {
-            Some(index) => match Header::packed(header.key_code(), &location) {
+    /// The header that replaces `old` for `location` (expiry-slot bit
+    /// clear): `old`'s side-table entry is reused if `location` is wide
+    /// too, and freed if it packs.
+    fn header_replacing(&mut self, old: Header, location: &Location) -> Header {
+        let code = old.key_code();
+        match old.wide_index() {
+            Some(index) => match Header::packed(code, location) {
                 Some(packed) => {
                     self.wide_free.push(index);
                     packed
                 }
                 None => {
-                    self.wide[index as usize] = location;
-                    header
+                    self.wide[index as usize] = WideLocation::of(location);
+                    Header::wide(code, index)
                 }
             },
-            None => self.header_for(header.key_code(), &location),
-        };
-        self.arena.write_header(at as usize, new_header);
-        match (was_tombstone, location.is_tombstone()) {
+            None => self.header_for(code, location),
+        }
+    }
+
+    /// Counts a live key's expiry going from `old` to `new` (as given by
+    /// [`Location::live_expiry`]).
+    fn count_expiry(&mut self, old: Option<u64>, new: Option<u64>) {
+        if let Some(ms) = old {
+            self.expiring -= 1;
+            self.expire_at_sum -= u128::from(ms);
+        }
+        if let Some(ms) = new {
+            self.expiring += 1;
+            self.expire_at_sum += u128::from(ms);
+            self.next_expiry.lower_to(ms);
+        }
+        if self.expiring == 0 {
+            self.next_expiry.set(u64::MAX);
+        }
+    }
+
+    /// Points the entry in table slot `slot` (from [`Shard::find_slot`]) to
+    /// `location`, expiry included.
+    ///
+    /// An entry that has an expiry slot keeps it (holding 0 if `location`
+    /// has no expiry). An entry without one that is given an expiry is
+    /// appended anew, with a slot, at the arena's end: its table slot is
+    /// repointed, its old copy marked dead, and the shard compacted if dead
+    /// bytes then pass half its live bytes (and a page, see
+    /// [`Shard::mostly_dead`]). Fails, changing
+    /// nothing, only if that move would pass [`MAX_ARENA_BYTES`].
+    pub(super) fn set_location<S: BuildHasher>(
+        &mut self,
+        hasher: &S,
+        slot: usize,
+        location: Location,
+    ) -> Result<(), IndexError> {
+        let at = self.slots[slot] as usize;
+        let entry = self.arena.entry(at);
+        let old = read_location(&self.arena, &self.wide, &entry);
+        let mut target = at;
+        let mut expiry_at = entry.expiry_at;
+        let moved = location.expire_at_ms != 0 && expiry_at.is_none();
+        if moved {
+            let mut key = vec![0u8; entry.key_len];
+            self.arena.read(entry.key_at, &mut key);
+            // The header written below replaces this placeholder.
+            let Some(new_at) = self.arena.append(entry.header.dead(), Some(0), &key) else {
+                return Err(IndexError::ShardFull {
+                    max_bytes: MAX_ARENA_BYTES as u64,
+                });
+            };
+            self.arena.write_header(at, entry.header.dead());
+            self.dead_bytes += entry.end() - at;
+            self.slots[slot] = new_at;
+            target = new_at as usize;
+            expiry_at = Some(target + HEADER_BYTES);
+        }
+        let header = self
+            .header_replacing(entry.header, &location)
+            .with_expiry_slot(expiry_at.is_some());
+        self.arena.write_header(target, header);
+        if let Some(expiry_at) = expiry_at {
+            self.arena.write_u64(expiry_at, location.expire_at_ms);
+        }
+        match (old.is_tombstone(), location.is_tombstone()) {
             (false, true) => self.tombstones += 1,
             (true, false) => self.tombstones -= 1,
             _ => {}
         }
+        self.count_expiry(old.live_expiry(), location.live_expiry());
+        if moved && self.mostly_dead() {
+            self.retain(hasher, |_| true);
+        }
+        Ok(())
     }
 
-    /// Adds `key` (not yet in the shard) at `location`.
+    /// True once dead bytes pass half the live bytes (a third of the arena)
+    /// and a page: the point at which a move compacts the shard, so dead
+    /// bytes never take more than half as much room again as live ones.
+    ///
+    /// The bound is on live bytes, not the whole arena: a dead copy of
+    /// `n` bytes always has a live copy of `n + 8` (the moved entry, which
+    /// has a slot and so cannot move again before compaction), so dead
+    /// bytes never reach half the arena.
+    fn mostly_dead(&self) -> bool {
+        self.dead_bytes >= PAGE_BYTES && self.dead_bytes * 2 > self.arena.len - self.dead_bytes
+    }
+
+    /// Adds `key` (not yet in the shard) at `location`, with an expiry slot
+    /// if `location` has an expiry.
     pub(super) fn insert<S: BuildHasher>(
         &mut self,
         hasher: &S,
@@ -495,7 +703,8 @@ impl Shard {
             self.rebuild_table(hasher, capacity);
         }
         let header = self.header_for(key_code(key.len()), &location);
-        let Some(at) = self.arena.append(header, key) else {
+        let expiry = (location.expire_at_ms != 0).then_some(location.expire_at_ms);
+        let Some(at) = self.arena.append(header, expiry, key) else {
             if let Some(index) = header.wide_index() {
                 self.wide_free.push(index);
             }
@@ -508,6 +717,7 @@ impl Shard {
         if location.is_tombstone() {
             self.tombstones += 1;
         }
+        self.count_expiry(None, location.live_expiry());
         Ok(())
     }
 
@@ -519,7 +729,8 @@ impl Shard {
         }
     }
 
-    /// Replaces the table with one of `capacity` slots holding every entry.
+    /// Replaces the table with one of `capacity` slots holding every entry
+    /// (dead copies left out).
     fn rebuild_table<S: BuildHasher>(&mut self, hasher: &S, capacity: usize) {
         let mut ctrl = vec![EMPTY; capacity + GROUP].into_boxed_slice();
         let mut slots = vec![0u32; capacity].into_boxed_slice();
@@ -527,18 +738,21 @@ impl Shard {
         let mut at = 0;
         while at < self.arena.len {
             let entry = self.arena.entry(at);
-            let hash = hasher.hash_one(self.arena.key(&entry, &mut scratch));
-            place(&mut ctrl, &mut slots, hash, at as u32);
+            if !entry.header.is_dead() {
+                let hash = hasher.hash_one(self.arena.key(&entry, &mut scratch));
+                place(&mut ctrl, &mut slots, hash, at as u32);
+            }
             at = entry.end();
         }
         self.ctrl = ctrl;
         self.slots = slots;
     }
 
-    /// Removes every tombstone, compacting the arena, and shrinks a table
-    /// sized well past its entries. Returns the tombstones removed.
+    /// Removes every tombstone, compacting the arena (also when it only
+    /// holds dead copies), and shrinks a table sized well past its entries.
+    /// Returns the tombstones removed.
     pub(super) fn drop_tombstones<S: BuildHasher>(&mut self, hasher: &S) -> usize {
-        if self.tombstones == 0 {
+        if self.tombstones == 0 && self.dead_bytes == 0 {
             self.shrink_to_fit(hasher, false);
             return 0;
         }
@@ -547,35 +761,37 @@ impl Shard {
     }
 
     /// Keeps only the entries whose location passes `keep`, compacting the
-    /// arena (when any is removed) and shrinking a table sized well past
-    /// its entries. Returns what was removed.
+    /// arena when any is removed or dead copies take room (which bumps the
+    /// generation, drops dead copies, and drops the expiry slots that hold
+    /// 0), and shrinking a table sized well past its entries. Recounts the
+    /// expiry totals and sets the next expiry exactly. Returns what was
+    /// removed.
     pub(super) fn retain<S: BuildHasher>(
         &mut self,
         hasher: &S,
         keep: impl Fn(&Location) -> bool,
     ) -> Removed {
-        let location_of = |arena: &Arena, wide: &[Location], at: usize| {
-            let entry = arena.entry(at);
-            let location = match entry.header.wide_index() {
-                Some(index) => wide[index as usize],
-                None => entry.header.unpack(),
-            };
-            (entry, location)
-        };
         let mut removed = Removed::default();
+        let mut kept = ExpiryTally::default();
         let mut at = 0;
         while at < self.arena.len {
-            let (entry, location) = location_of(&self.arena, &self.wide, at);
+            let entry = self.arena.entry(at);
+            at = entry.end();
+            if entry.header.is_dead() {
+                continue;
+            }
+            let location = read_location(&self.arena, &self.wide, &entry);
             if !keep(&location) {
                 if location.is_tombstone() {
                     removed.tombstones += 1;
                 } else {
                     removed.live += 1;
                 }
+            } else {
+                kept.add(&location);
             }
-            at = entry.end();
         }
-        let any = removed.live + removed.tombstones > 0;
+        let any = removed.live + removed.tombstones > 0 || self.dead_bytes > 0;
         if any {
             let old = std::mem::take(&mut self.arena);
             let old_wide = std::mem::take(&mut self.wide);
@@ -583,19 +799,29 @@ impl Shard {
             let mut scratch = Vec::new();
             let mut at = 0;
             while at < old.len {
-                let (entry, location) = location_of(&old, &old_wide, at);
+                let entry = old.entry(at);
+                at = entry.end();
+                if entry.header.is_dead() {
+                    continue;
+                }
+                let location = read_location(&old, &old_wide, &entry);
                 if keep(&location) {
                     let key = old.key(&entry, &mut scratch);
                     let header = self.header_for(entry.header.key_code(), &location);
-                    // The compacted arena is no longer than the old one.
-                    let _ = self.arena.append(header, key);
+                    let expiry = (location.expire_at_ms != 0).then_some(location.expire_at_ms);
+                    // The compacted arena is no longer than the old one: no
+                    // entry gains a slot, and dead copies are dropped.
+                    let _ = self.arena.append(header, expiry, key);
                 }
-                at = entry.end();
             }
             self.entries -= removed.live + removed.tombstones;
             self.tombstones -= removed.tombstones;
+            self.dead_bytes = 0;
             self.generation = self.generation.wrapping_add(1);
         }
+        self.expiring = kept.expiring;
+        self.expire_at_sum = kept.sum;
+        self.next_expiry.set(kept.min);
         self.shrink_to_fit(hasher, any);
         removed
     }
@@ -614,8 +840,8 @@ impl Shard {
         self.wide.shrink_to_fit();
     }
 
-    /// Visits up to `budget` entries from the entry boundary at or after
-    /// `from`, calling `f` for each live one.
+    /// Visits up to `budget` entries (dead copies included) from the entry
+    /// boundary at or after `from`, calling `f` for each live one.
     pub(super) fn scan(
         &self,
         from: u32,
@@ -633,9 +859,11 @@ impl Shard {
                 };
             }
             let entry = self.arena.entry(at);
-            let location = self.location(at as u32);
-            if !location.is_tombstone() {
-                f(self.arena.key(&entry, &mut scratch), &location);
+            if !entry.header.is_dead() {
+                let location = read_location(&self.arena, &self.wide, &entry);
+                if !location.is_tombstone() {
+                    f(self.arena.key(&entry, &mut scratch), &location);
+                }
             }
             visited += 1;
             at = entry.end();
@@ -644,6 +872,73 @@ impl Shard {
             next: None,
             visited,
         }
+    }
+
+    /// Walks the entries from the boundary at or after `from` to the end
+    /// (or until `f` returns false), calling `f` with the key, location and
+    /// expiry of each live key whose expiry is not 0. Returns
+    /// where it stopped (`None` at the end); if it started at 0 and reached
+    /// the end, sets the next expiry exactly.
+    fn walk_expiring(
+        &self,
+        from: u32,
+        mut f: impl FnMut(&[u8], &Location, u64) -> bool,
+    ) -> Option<u32> {
+        let mut at = self.arena.boundary_at_or_after(from as usize);
+        let mut min = u64::MAX;
+        let mut scratch = Vec::new();
+        while at < self.arena.len {
+            let entry = self.arena.entry(at);
+            if !entry.header.is_dead() {
+                let location = read_location(&self.arena, &self.wide, &entry);
+                if let Some(ms) = location.live_expiry() {
+                    if !f(self.arena.key(&entry, &mut scratch), &location, ms) {
+                        return Some(at as u32);
+                    }
+                    min = min.min(ms);
+                }
+            }
+            at = entry.end();
+        }
+        if from == 0 {
+            self.next_expiry.set(min);
+        }
+        None
+    }
+
+    /// Appends to `out` the live keys from the boundary at or after `from`
+    /// whose expiry is not 0 and at most `now_ms`, until `out` holds
+    /// `max_keys`. Returns where to go on if an expired key was left for
+    /// want of room (`None` if every one to the end was collected). A walk
+    /// from 0 to the end sets the next expiry exactly.
+    pub(super) fn collect_expired(
+        &self,
+        from: u32,
+        now_ms: u64,
+        max_keys: usize,
+        out: &mut Vec<(Vec<u8>, Location)>,
+    ) -> Option<u32> {
+        self.walk_expiring(from, |key, location, ms| {
+            if ms > now_ms {
+                return true;
+            }
+            if out.len() >= max_keys {
+                return false;
+            }
+            out.push((key.to_vec(), *location));
+            true
+        })
+    }
+
+    /// Live keys whose expiry is not 0 and at most `now_ms`; sets the next
+    /// expiry exactly.
+    pub(super) fn expired_present(&self, now_ms: u64) -> usize {
+        let mut expired = 0;
+        self.walk_expiring(0, |_, _, ms| {
+            expired += usize::from(ms <= now_ms);
+            true
+        });
+        expired
     }
 
     /// A live key found from a slot picked by `random`.
@@ -658,23 +953,78 @@ impl Shard {
             if self.ctrl[slot] == EMPTY {
                 return None;
             }
-            let location = self.location(self.slots[slot]);
+            // The table points only at entries that are not dead.
+            let entry = self.arena.entry(self.slots[slot] as usize);
+            let location = read_location(&self.arena, &self.wide, &entry);
             if location.is_tombstone() {
                 return None;
             }
-            let entry = self.arena.entry(self.slots[slot] as usize);
             let mut scratch = Vec::new();
             Some((self.arena.key(&entry, &mut scratch).to_vec(), location))
         })
     }
 
-    /// Bytes this shard has allocated.
+    /// Bytes this shard has allocated (dead copies' bytes included, as
+    /// they are until compaction).
     pub(super) fn memory_bytes(&self) -> usize {
         self.ctrl.len()
             + self.slots.len() * std::mem::size_of::<u32>()
             + self.arena.memory_bytes()
-            + self.wide.capacity() * std::mem::size_of::<Location>()
+            + self.wide.capacity() * std::mem::size_of::<WideLocation>()
             + self.wide_free.capacity() * std::mem::size_of::<u32>()
+    }
+
+    /// Checks every count and bound this shard keeps against a walk of its
+    /// arena and table; panics on a mismatch.
+    #[cfg(test)]
+    pub(super) fn audit<S: BuildHasher>(&self, hasher: &S) {
+        let mut entries = 0;
+        let mut tombstones = 0;
+        let mut dead_bytes = 0;
+        let mut tally = ExpiryTally::default();
+        let mut wide_used = std::collections::HashSet::new();
+        let mut scratch = Vec::new();
+        let mut at = 0;
+        while at < self.arena.len {
+            let entry = self.arena.entry(at);
+            if entry.header.is_dead() {
+                dead_bytes += entry.end() - at;
+            } else {
+                let location = read_location(&self.arena, &self.wide, &entry);
+                entries += 1;
+                tombstones += usize::from(location.is_tombstone());
+                tally.add(&location);
+                if let Some(index) = entry.header.wide_index() {
+                    assert!(wide_used.insert(index), "side entry {index} used twice");
+                    assert!(
+                        !self.wide_free.contains(&index),
+                        "used side entry {index} is free"
+                    );
+                }
+                let key = self.arena.key(&entry, &mut scratch).to_vec();
+                let slot = self
+                    .find_slot(hasher.hash_one(&key), &key)
+                    .expect("every entry is in the table");
+                assert_eq!(
+                    self.slots[slot] as usize, at,
+                    "the table points at the entry"
+                );
+            }
+            at = entry.end();
+        }
+        assert_eq!(at, self.arena.len, "entries end at the arena's end");
+        assert_eq!(entries, self.entries);
+        assert_eq!(tombstones, self.tombstones);
+        assert_eq!(dead_bytes, self.dead_bytes);
+        assert_eq!(
+            (tally.expiring, tally.sum),
+            (self.expiring, self.expire_at_sum)
+        );
+        assert!(
+            self.next_expiry.get() <= tally.min,
+            "next expiry is a lower bound"
+        );
+        assert!(!self.mostly_dead(), "a mostly dead shard is compacted");
     }
 }
 

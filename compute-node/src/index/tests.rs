@@ -12,6 +12,7 @@ fn put(seq: u64, offset: u64) -> Location {
         offset,
         len: 100,
         partition: 1,
+        expire_at_ms: 0,
     }
 }
 
@@ -103,6 +104,7 @@ fn locations_too_wide_to_pack_are_kept_whole() {
         offset: u64::MAX,
         len: u32::MAX,
         partition: u16::MAX,
+        expire_at_ms: 0,
     };
     assert!(index.apply(b"wide", put(1, 1)));
     assert!(index.apply(b"wide", wide));
@@ -428,6 +430,18 @@ enum Op {
         current: bool,
         to_offset: u64,
         to_partition: u16,
+        to_expire_at_ms: Option<u64>,
+    },
+    /// A new version (seq + 1) of the key's model location with another
+    /// expiry (0 removes it): an EXPIRE, PERSIST or SET with a TTL.
+    SetExpiry {
+        key: usize,
+        expire_at_ms: u64,
+    },
+    /// A tombstone at the seq of the key's model location: an expiry
+    /// delete.
+    ExpireDelete {
+        key: usize,
     },
     Get {
         key: usize,
@@ -435,7 +449,14 @@ enum Op {
     Scan {
         count: usize,
     },
+    CollectExpired {
+        now_ms: u64,
+        max_keys: usize,
+    },
     DropTombstones,
+    Clear {
+        seq: u64,
+    },
 }
 
 /// A pool of keys of varied lengths, some straddling arena pages once
@@ -449,18 +470,24 @@ fn key_pool() -> Vec<Vec<u8>> {
         .collect()
 }
 
+fn expiry_strategy() -> impl Strategy<Value = u64> {
+    prop_oneof![5 => Just(0u64), 4 => 1u64..1000, 1 => Just(u64::MAX)]
+}
+
 fn location_strategy() -> impl Strategy<Value = Location> {
     (
         prop_oneof![9 => 1u64..200, 1 => (PACKED_MAX_SEQ - 5)..(PACKED_MAX_SEQ + 5)],
         prop_oneof![9 => 0u64..1 << 20, 1 => Just(PACKED_MAX_OFFSET + 1)],
         prop_oneof![2 => Just(0u32), 7 => 20u32..5000, 1 => Just(PACKED_MAX_LEN + 1)],
         prop_oneof![9 => 0u16..16, 1 => Just(PACKED_MAX_PARTITION + 1)],
+        expiry_strategy(),
     )
-        .prop_map(|(seq, offset, len, partition)| Location {
+        .prop_map(|(seq, offset, len, partition, expire_at_ms)| Location {
             seq,
             offset,
             len,
             partition,
+            expire_at_ms,
         })
 }
 
@@ -469,23 +496,80 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         8 => (0usize..40, location_strategy()).prop_map(|(key, location)| Op::Apply { key, location }),
         2 => proptest::collection::vec((0usize..40, location_strategy()), 0..30)
             .prop_map(|changes| Op::ApplyMany { changes }),
-        2 => (0usize..40, any::<bool>(), 0u64..1 << 41, 0u16..300).prop_map(
-            |(key, current, to_offset, to_partition)| Op::Relocate { key, current, to_offset, to_partition }
+        2 => (0usize..40, any::<bool>(), 0u64..1 << 41, 0u16..300, proptest::option::of(expiry_strategy())).prop_map(
+            |(key, current, to_offset, to_partition, to_expire_at_ms)| Op::Relocate {
+                key, current, to_offset, to_partition, to_expire_at_ms
+            }
         ),
+        4 => (0usize..40, expiry_strategy()).prop_map(|(key, expire_at_ms)| Op::SetExpiry { key, expire_at_ms }),
+        2 => (0usize..40).prop_map(|key| Op::ExpireDelete { key }),
         3 => (0usize..40).prop_map(|key| Op::Get { key }),
         1 => (1usize..20).prop_map(|count| Op::Scan { count }),
+        1 => (prop_oneof![0u64..1100, Just(u64::MAX)], 1usize..8)
+            .prop_map(|(now_ms, max_keys)| Op::CollectExpired { now_ms, max_keys }),
         1 => Just(Op::DropTombstones),
+        1 => (1u64..100).prop_map(|seq| Op::Clear { seq }),
     ]
+}
+
+/// The index's ordering rule: a higher seq wins, and so does a tombstone
+/// at the seq of a live put.
+fn replaces(old: &Location, new: &Location) -> bool {
+    old.seq < new.seq || (old.seq == new.seq && new.is_tombstone() && !old.is_tombstone())
+}
+
+/// The model's answer to `collect_expired` with no limit, sorted.
+fn model_expired(model: &HashMap<Vec<u8>, Location>, now_ms: u64) -> Vec<(Vec<u8>, Location)> {
+    let mut expired: Vec<(Vec<u8>, Location)> = model
+        .iter()
+        .filter(|(_, l)| l.live_expiry().is_some_and(|ms| ms <= now_ms))
+        .map(|(k, l)| (k.clone(), *l))
+        .collect();
+    expired.sort_by(|a, b| a.0.cmp(&b.0));
+    expired
+}
+
+/// Checks every shard's counts and bounds against a walk of it.
+fn audit<S: BuildHasher>(index: &Index<S>) {
+    for shard in index.shards.iter() {
+        shard.read().audit(&index.hasher);
+    }
+}
+
+/// Calls `collect_expired` from cursor 0 often enough to go round once
+/// (as many calls as a full one needs, plus one), checking each call's
+/// answer; returns every key returned, sorted and deduplicated.
+fn collect_cycle<S: BuildHasher>(
+    index: &Index<S>,
+    now_ms: u64,
+    max_keys: usize,
+    expected: usize,
+) -> Vec<(Vec<u8>, Location)> {
+    let mut all = Vec::new();
+    let mut cursor = 0;
+    for _ in 0..expected.div_ceil(max_keys) + 1 {
+        let (expired, next) = index.collect_expired(now_ms, cursor, max_keys);
+        assert!(expired.len() <= max_keys);
+        let distinct: HashSet<&Vec<u8>> = expired.iter().map(|(k, _)| k).collect();
+        assert_eq!(distinct.len(), expired.len(), "a call returns a key once");
+        all.extend(expired);
+        cursor = next;
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all.dedup();
+    all
 }
 
 fn check_against_model<S: BuildHasher>(index: Index<S>, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let keys = key_pool();
     let mut model: HashMap<Vec<u8>, Location> = HashMap::new();
+    let mut floor = 0;
     for op in ops {
         match op {
             Op::Apply { key, location } => {
                 let key = &keys[key];
-                let newer = model.get(key).is_none_or(|old| old.seq < location.seq);
+                let newer = location.seq >= floor
+                    && model.get(key).is_none_or(|old| replaces(old, &location));
                 if newer {
                     model.insert(key.clone(), location);
                 }
@@ -495,7 +579,9 @@ fn check_against_model<S: BuildHasher>(index: Index<S>, ops: Vec<Op>) -> Result<
                 let mut newer = 0;
                 for (key, location) in &changes {
                     let key = &keys[*key];
-                    if model.get(key).is_none_or(|old| old.seq < location.seq) {
+                    if location.seq >= floor
+                        && model.get(key).is_none_or(|old| replaces(old, location))
+                    {
                         model.insert(key.clone(), *location);
                         newer += 1;
                     }
@@ -511,6 +597,7 @@ fn check_against_model<S: BuildHasher>(index: Index<S>, ops: Vec<Op>) -> Result<
                 current,
                 to_offset,
                 to_partition,
+                to_expire_at_ms,
             } => {
                 let key = &keys[key];
                 let from = match (current, model.get(key)) {
@@ -520,6 +607,7 @@ fn check_against_model<S: BuildHasher>(index: Index<S>, ops: Vec<Op>) -> Result<
                 let to = Location {
                     offset: to_offset,
                     partition: to_partition,
+                    expire_at_ms: to_expire_at_ms.unwrap_or(from.expire_at_ms),
                     ..from
                 };
                 let moves = model.get(key).is_some_and(|l| l.same_place(&from));
@@ -528,8 +616,56 @@ fn check_against_model<S: BuildHasher>(index: Index<S>, ops: Vec<Op>) -> Result<
                 }
                 prop_assert_eq!(index.relocate(key, from, to), moves);
             }
+            Op::SetExpiry { key, expire_at_ms } => {
+                let key = &keys[key];
+                let location = match model.get(key) {
+                    Some(old) if old.seq < u64::MAX => Location {
+                        seq: old.seq + 1,
+                        expire_at_ms,
+                        ..*old
+                    },
+                    Some(old) => *old,
+                    None => Location {
+                        expire_at_ms,
+                        ..put(floor.max(1), 0)
+                    },
+                };
+                let newer = location.seq >= floor
+                    && model.get(key).is_none_or(|old| replaces(old, &location));
+                if newer {
+                    model.insert(key.clone(), location);
+                }
+                prop_assert_eq!(index.apply(key, location), newer);
+            }
+            Op::ExpireDelete { key } => {
+                let key = &keys[key];
+                let tombstone = match model.get(key) {
+                    Some(old) => Location::tombstone(old.seq, old.partition),
+                    None => Location::tombstone(floor.max(1), 0),
+                };
+                let newer = tombstone.seq >= floor
+                    && model.get(key).is_none_or(|old| replaces(old, &tombstone));
+                prop_assert_eq!(
+                    newer,
+                    model.get(key).is_none_or(|old| !old.is_tombstone()),
+                    "a tombstone at a put's seq beats it, and only a put"
+                );
+                if newer {
+                    model.insert(key.clone(), tombstone);
+                }
+                prop_assert_eq!(index.apply(key, tombstone), newer);
+            }
             Op::Get { key } => {
                 prop_assert_eq!(index.get(&keys[key]), model.get(&keys[key]).copied());
+            }
+            Op::CollectExpired { now_ms, max_keys } => {
+                let expected = model_expired(&model, now_ms);
+                let (mut all, _) = index.collect_expired(now_ms, 0, usize::MAX);
+                all.sort_by(|a, b| a.0.cmp(&b.0));
+                prop_assert_eq!(&all, &expected);
+                let cycled = collect_cycle(&index, now_ms, max_keys, expected.len());
+                prop_assert_eq!(&cycled, &expected);
+                prop_assert_eq!(index.expired_keys_present(now_ms), expected.len() as u64);
             }
             Op::Scan { count } => {
                 let mut scanned = scan_all(&index, count);
@@ -547,12 +683,30 @@ fn check_against_model<S: BuildHasher>(index: Index<S>, ops: Vec<Op>) -> Result<
                 model.retain(|_, l| !l.is_tombstone());
                 prop_assert_eq!(index.drop_tombstones(), tombstones);
             }
+            Op::Clear { seq } => {
+                let removed = model
+                    .values()
+                    .filter(|l| l.seq < seq && !l.is_tombstone())
+                    .count() as u64;
+                model.retain(|_, l| l.seq >= seq);
+                floor = floor.max(seq);
+                prop_assert_eq!(index.clear_below(seq), removed);
+            }
         }
         let live = model.values().filter(|l| !l.is_tombstone()).count() as u64;
         prop_assert_eq!(index.live_keys(), live);
         let stats = index.stats();
         prop_assert_eq!(stats.live_keys, live);
         prop_assert_eq!(stats.tombstones, model.len() as u64 - live);
+        let expiries: Vec<u64> = model.values().filter_map(Location::live_expiry).collect();
+        let sum: u128 = expiries.iter().map(|&ms| u128::from(ms)).sum();
+        prop_assert_eq!(index.expiry_totals(), (expiries.len() as u64, sum));
+        prop_assert_eq!(index.expiring_keys(), expiries.len() as u64);
+        prop_assert_eq!(
+            index.avg_expire_at_ms(),
+            (!expiries.is_empty()).then(|| (sum / expiries.len() as u128) as u64)
+        );
+        audit(&index);
     }
     for (key, location) in &model {
         prop_assert_eq!(index.get(key), Some(*location));
