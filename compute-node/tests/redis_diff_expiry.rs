@@ -1971,3 +1971,50 @@ fn random_expiry_streams_answer_as_redis_does() {
     );
     eprintln!("{} commands compared", steps_compared.get());
 }
+
+/// The comparators themselves: a time within its tolerance passes, one
+/// past it, a different negative reply or a different far-future moment
+/// does not, and EXEC's and KEYS' arrays are compared as documented.
+#[test]
+fn the_comparators_allow_their_tolerance_and_no_more() {
+    let int = |n: i64| format!(":{n}\r\n").into_bytes();
+    let pttl = Check::Time(Time::of(b"PTTL").expect("a time"));
+    let ttl = Check::Time(Time::of(b"ttl").expect("a time"));
+    let pexpiretime = Check::Time(Time::of(b"PEXPIRETIME").expect("a time"));
+    assert!(agree(&pttl, &int(100_000), &int(100_000 - MILLIS_TOLERANCE)).is_ok());
+    assert!(agree(&pttl, &int(100_000), &int(100_001 + MILLIS_TOLERANCE)).is_err());
+    assert!(agree(&ttl, &int(100), &int(99)).is_ok());
+    assert!(agree(&ttl, &int(100), &int(98)).is_err());
+    assert!(agree(&ttl, &int(-1), &int(0)).is_err());
+    assert!(agree(&ttl, &int(-2), &int(-1)).is_err());
+    assert!(agree(&ttl, &int(1), &int(-1)).is_err());
+    assert!(agree(&ttl, b"-ERR x\r\n", b"-ERR y\r\n").is_err());
+    let far = FAR_FUTURE_SECONDS * 1000;
+    assert!(agree(&pexpiretime, &int(far + 5), &int(far + 5)).is_ok());
+    assert!(agree(&pexpiretime, &int(far + 5), &int(far + 6)).is_err());
+    assert!(agree(&pexpiretime, &int(far - 5), &int(far - 6)).is_ok());
+    assert!(agree(&Check::Exact, &int(1), &int(2)).is_err());
+    let exec = Check::Exec(vec![(1, Time::of(b"PTTL").expect("a time"))]);
+    assert!(agree(&exec, b"*2\r\n:1\r\n:5000\r\n", b"*2\r\n:1\r\n:4999\r\n").is_ok());
+    assert!(agree(&exec, b"*2\r\n:1\r\n:5000\r\n", b"*2\r\n:0\r\n:5000\r\n").is_err());
+    assert!(agree(&exec, b"*2\r\n:1\r\n:5000\r\n", b"*1\r\n:1\r\n").is_err());
+    assert!(agree(&exec, b"*-1\r\n", b"*2\r\n:1\r\n:5000\r\n").is_err());
+    let keys = Check::Unordered;
+    assert!(
+        agree(
+            &keys,
+            b"*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+            b"*2\r\n$1\r\nb\r\n$1\r\na\r\n"
+        )
+        .is_ok()
+    );
+    assert!(
+        agree(
+            &keys,
+            b"*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+            b"*2\r\n$1\r\na\r\n$1\r\na\r\n"
+        )
+        .is_err()
+    );
+    assert!(agree(&keys, b"*1\r\n$1\r\na\r\n", b"~1\r\n$1\r\na\r\n").is_err());
+}
