@@ -19,6 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -47,6 +48,8 @@ const CHANGED_TTL_MS: u64 = 3000;
 /// Past the last short time to live on the test's clock, how long more the
 /// nodes stay down: the servers read a clock of millisecond granularity.
 const EXPIRY_MARGIN: Duration = Duration::from_millis(50);
+/// SIGKILL's number, which `kill -9` sends.
+const SIGKILL: i32 = 9;
 /// Longest wait for a node to report that it serves.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -60,9 +63,10 @@ impl KillOnDrop {
             .kill()
             .unwrap_or_else(|e| panic!("kill -9 of the {what}: {e}"));
         let status = self.0.wait().expect("reap");
-        assert!(
-            !status.success(),
-            "the {what} exited by itself ({status}) before the kill"
+        assert_eq!(
+            status.signal(),
+            Some(SIGKILL),
+            "the {what} ended by itself ({status}) before the kill"
         );
     }
 }
