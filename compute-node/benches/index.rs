@@ -375,9 +375,10 @@ fn for_each_entry<'a>(frames: &'a [u8], mut f: impl FnMut(&'a [u8], Location)) {
                         offset: entry.value_offset,
                         len: entry.record_len() as u32,
                         partition: 0,
-                        expire_at_ms: 0,
+                        expire_at_ms: entry.expire_at_ms,
                     },
                     EntryKind::Delete => Location::tombstone(entry.seq, 0),
+                    EntryKind::Expire { version_seq } => Location::tombstone(version_seq, 0),
                     // The benchmark's logs hold no clears.
                     EntryKind::Clear => continue,
                 };

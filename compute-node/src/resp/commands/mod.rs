@@ -331,7 +331,7 @@ impl<'a> RespClient<'a> {
                     .iter()
                     .take(most)
                     .position(|cmd| !self.batchable(cmd, want))
-                    .map_or((i + most).min(batch.len()), |n| i + n);
+                    .map_or(i.saturating_add(most).min(batch.len()), |n| i + n);
                 i..end
             };
             let sets = run_of(Kind::Set, usize::MAX);

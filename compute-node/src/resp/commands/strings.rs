@@ -431,10 +431,6 @@ impl RespClient<'_> {
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<Bytes> {
-        list.iter().map(|a| Bytes::from(a.to_string())).collect()
-    }
-
     #[test]
     fn ranges_follow_redis() {
         assert_eq!(range_of(b"This is a string", 0, 3), b"This");

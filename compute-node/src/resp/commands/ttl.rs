@@ -78,7 +78,9 @@ impl RespClient<'_> {
         let ms = i64::try_from(ms).unwrap_or(i64::MAX);
         out.integer(match unit {
             TimeUnit::Milliseconds => ms,
-            TimeUnit::Seconds => ms.saturating_add(500) / 1000,
+            // Rounded half up, as Redis does (which for the largest time
+            // gives one more second than fits in milliseconds).
+            TimeUnit::Seconds => ((i128::from(ms) + 500) / 1000) as i64,
         });
     }
 
