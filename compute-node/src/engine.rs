@@ -142,7 +142,8 @@ pub(crate) struct Inner {
     pub(crate) counters: Counters,
     pub(crate) handle: tokio::runtime::Handle,
     next_partition: AtomicUsize,
-    /// Woken each time a reader applies followed key-log entries.
+    /// Woken each time a reader applies followed key-log entries, and each
+    /// time the writer's active expiry removes keys.
     pub(crate) applied: tokio::sync::Notify,
     /// Per partition, for a reader: its key-log stream has caught up with
     /// the end it found and is following what is appended.
@@ -352,9 +353,9 @@ impl Engine {
     }
 
     /// Waits until `condition` holds, checking it again each time a reader
-    /// applies followed key-log entries; returns false if `timeout` passes
-    /// first. Blocking (not to be called from inside an async task); for
-    /// readers (a writer's own writes need no wait).
+    /// applies followed key-log entries or the writer's active expiry
+    /// removes keys; returns false if `timeout` passes first. Blocking (not
+    /// to be called from inside an async task).
     pub fn wait_until(
         &self,
         timeout: Duration,

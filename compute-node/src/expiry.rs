@@ -127,6 +127,7 @@ async fn log_expiries(inner: &Inner, expired: &[(Vec<u8>, Location)]) {
                     .counters
                     .expired_keys
                     .fetch_add(removed, Ordering::Relaxed);
+                inner.applied.notify_waiters();
             }
             Err(e) => {
                 // They stay invisible; the next cycle tries again.

@@ -120,6 +120,21 @@ impl StorageNode {
         }
     }
 
+    /// Deletes and expire entries the storage node has logged, over all
+    /// partitions (0 while it is stopped).
+    #[allow(dead_code, reason = "used by expiry.rs only")]
+    pub fn deletes_logged(&self) -> u64 {
+        self.running.as_ref().map_or(0, |running| {
+            running
+                .engine
+                .stats()
+                .partitions
+                .iter()
+                .map(|p| p.deletes)
+                .sum()
+        })
+    }
+
     /// An engine configuration for a compute node of this cluster.
     pub fn engine_config(&self) -> EngineConfig {
         let identity =
