@@ -28,17 +28,18 @@
 //! costs 8 bytes more (its expiry, in a slot after the header); one that
 //! gains a TTL after insertion is moved to the end of its shard's arena,
 //! its old bytes reclaimed by compaction (once a shard's dead bytes pass
-//! half its live bytes and a page). A shard's table grows by an eighth when it
-//! is 7/8 full, so growth copies one small table at a time and never holds
-//! two copies of the whole index; [`Index::reserve`] sizes every table for
-//! an expected key count up front. Keys are compared byte for byte: the hash
-//! tag only picks candidates. Arena pages are 4 KiB, each costing an
-//! 8-byte pointer and a 4-byte entry start besides its bytes. Measured by
-//! the index's own accounting at 1 Mi keys: about 31 bytes per 8-byte key
-//! (39 with a TTL),
-//! at most the key length + 24 bytes for keys of up to 127 bytes, and the
-//! key length + 25 at 200 bytes, + 28 at 1 KiB (their length takes one or
-//! two bytes more, and fewer keys share each page's costs).
+//! half its live bytes and a page). A shard's table grows by an eighth when
+//! it is 7/8 full, so growth copies one small table at a time and never
+//! holds two copies of the whole index; [`Index::reserve`] sizes every
+//! table for an expected key count up front. Keys are compared byte for
+//! byte: the hash tag only picks candidates. Arena pages are 4 KiB, each
+//! costing an 8-byte pointer and a 4-byte entry start besides its bytes.
+//! Measured by the index's own accounting at 1 Mi keys: about 31 bytes per
+//! 8-byte key (39 with a TTL; 49 when every key gained its TTL after
+//! insertion, with the moves' dead bytes not yet compacted), at most the
+//! key length + 24 bytes for keys of up to 127 bytes, and the key length +
+//! 25 at 200 bytes, + 28 at 1 KiB (their length takes one or two bytes
+//! more, and fewer keys share each page's costs).
 //!
 //! Limits: a location whose seq, offset, record length or partition passes
 //! the packed widths ([`PACKED_MAX_SEQ`] and friends) is kept whole in a side
