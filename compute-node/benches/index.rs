@@ -12,8 +12,14 @@
 //! each rebuild and each decode-and-insert run, on a fresh heap as a
 //! starting compute node's.
 //!
+//! The memory figures include 1 Mi 8-byte keys with a TTL (an expiry slot
+//! in each entry), without one, and given one after insertion (each key
+//! then moved once, its old bytes left dead until compaction), in memory
+//! alone.
+//!
 //! `cargo bench -p compute-node --bench index` (add `-- --quick` for the
-//! small sizes only, `-- --rebuild-only` for the rebuild alone).
+//! small sizes only, `-- --rebuild-only` for the rebuild alone, `-- --ttl`
+//! for the TTL memory figures alone).
 
 mod support;
 
@@ -64,12 +70,50 @@ fn location(i: u64) -> Location {
     }
 }
 
+/// An expiry for key `i`: some time in 2023, different for each key.
+fn expire_at_ms(i: u64) -> u64 {
+    1_700_000_000_000 + i * 7
+}
+
 /// Child process: builds one structure and prints its accounted bytes
 /// and the RSS growth it caused.
 fn memory_case(structure: &str, key_len: usize, keys: u64) {
     let before = rss_bytes();
     let mut key = vec![0xabu8; key_len];
     match structure {
+        "index-ttl" => {
+            let index = Index::new();
+            for i in 0..keys {
+                fill_key(&mut key, i);
+                let location = Location {
+                    expire_at_ms: expire_at_ms(i),
+                    ..location(i)
+                };
+                index.apply(&key, location);
+            }
+            assert_eq!(index.expiring_keys(), keys);
+            let accounted = index.stats().memory_bytes;
+            println!("{accounted} {}", rss_bytes().saturating_sub(before));
+        }
+        "index-ttl-later" => {
+            let index = Index::new();
+            for i in 0..keys {
+                fill_key(&mut key, i);
+                index.apply(&key, location(i));
+            }
+            for i in 0..keys {
+                fill_key(&mut key, i);
+                let location = Location {
+                    seq: keys + i + 1,
+                    expire_at_ms: expire_at_ms(i),
+                    ..location(i)
+                };
+                index.apply(&key, location);
+            }
+            assert_eq!(index.expiring_keys(), keys);
+            let accounted = index.stats().memory_bytes;
+            println!("{accounted} {}", rss_bytes().saturating_sub(before));
+        }
         "index" | "index-presized" => {
             let index = Index::new();
             if structure == "index-presized" {
@@ -218,6 +262,10 @@ fn main() {
         rebuild_child(&args[2], &args[3], &args[5], keys);
         return;
     }
+    if args.iter().any(|a| a == "--ttl") {
+        ttl_memory();
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let mebi = 1u64 << 20;
     if !args.iter().any(|a| a == "--rebuild-only") {
@@ -227,6 +275,27 @@ fn main() {
     let sizes: &[u64] = if quick { &[mebi] } else { &[mebi, 4 * mebi] };
     for &keys in sizes {
         rebuild_case(keys);
+    }
+}
+
+/// Index memory for 1 Mi 8-byte keys without a TTL, with one, and given
+/// one after insertion.
+fn ttl_memory() {
+    let keys = 1u64 << 20;
+    println!(
+        "memory with TTLs, {keys} 8-byte keys (bytes per key: accounted / RSS delta; \
+         bound 32 without a TTL, 40 with one)"
+    );
+    for (name, structure) in [
+        ("no TTL", "index"),
+        ("a TTL from insertion", "index-ttl"),
+        ("a TTL set after insertion (moved)", "index-ttl-later"),
+    ] {
+        let shown = run_memory_case(structure, 8, keys).map_or_else(
+            || "failed".to_string(),
+            |(a, rss)| format!("{a:.1} / {rss:.1}"),
+        );
+        println!("  {name:<36} {shown:>14}");
     }
 }
 
@@ -262,6 +331,8 @@ fn memory_and_throughput(quick: bool) {
         let reference = show(run_memory_case("hashbrown", key_len, keys));
         println!("{key_len:>9} {keys:>9} {index:>22} {presized:>22} {reference:>22}");
     }
+    println!();
+    ttl_memory();
 
     let keys = if quick { mebi / 4 } else { mebi };
     println!();

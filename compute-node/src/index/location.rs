@@ -139,6 +139,8 @@ pub(super) struct WideLocation {
     partition: u16,
 }
 
+const _: () = assert!(std::mem::size_of::<WideLocation>() == 24);
+
 impl WideLocation {
     pub(super) fn of(location: &Location) -> Self {
         Self {

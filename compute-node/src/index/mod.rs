@@ -28,17 +28,18 @@
 //! costs 8 bytes more (its expiry, in a slot after the header); one that
 //! gains a TTL after insertion is moved to the end of its shard's arena,
 //! its old bytes reclaimed by compaction (once a shard's dead bytes pass
-//! half its live bytes and a page). A shard's table grows by an eighth when it
-//! is 7/8 full, so growth copies one small table at a time and never holds
-//! two copies of the whole index; [`Index::reserve`] sizes every table for
-//! an expected key count up front. Keys are compared byte for byte: the hash
-//! tag only picks candidates. Arena pages are 4 KiB, each costing an
-//! 8-byte pointer and a 4-byte entry start besides its bytes. Measured by
-//! the index's own accounting at 1 Mi keys: about 31 bytes per 8-byte key
-//! (39 with a TTL),
-//! at most the key length + 24 bytes for keys of up to 127 bytes, and the
-//! key length + 25 at 200 bytes, + 28 at 1 KiB (their length takes one or
-//! two bytes more, and fewer keys share each page's costs).
+//! half its live bytes and a page). A shard's table grows by an eighth when
+//! it is 7/8 full, so growth copies one small table at a time and never
+//! holds two copies of the whole index; [`Index::reserve`] sizes every
+//! table for an expected key count up front. Keys are compared byte for
+//! byte: the hash tag only picks candidates. Arena pages are 4 KiB, each
+//! costing an 8-byte pointer and a 4-byte entry start besides its bytes.
+//! Measured by the index's own accounting at 1 Mi keys: about 31 bytes per
+//! 8-byte key (39 with a TTL; 49 when every key gained its TTL after
+//! insertion, with the moves' dead bytes not yet compacted), at most the
+//! key length + 24 bytes for keys of up to 127 bytes, and the key length +
+//! 25 at 200 bytes, + 28 at 1 KiB (their length takes one or two bytes
+//! more, and fewer keys share each page's costs).
 //!
 //! Limits: a location whose seq, offset, record length or partition passes
 //! the packed widths ([`PACKED_MAX_SEQ`] and friends) is kept whole in a side
@@ -459,49 +460,73 @@ impl<S: BuildHasher> Index<S> {
     /// 0 and at most `now_ms`, with their locations, and the cursor to go
     /// on from.
     ///
-    /// It visits the shards in turn from the cursor's, wrapping past the
-    /// last to the first, and stops once it holds `max_keys` (inside a
-    /// shard, or at the next shard's start) or has visited every shard
-    /// once; so calls that each go on from the cursor the last returned
-    /// cycle over every shard, and a key expired as of `now_ms` that stays
-    /// is returned within one cycle. A shard is skipped without being
-    /// walked when its lower bound of the next expiry is past `now_ms`, and
-    /// a shard walked from its start to its end gets that bound set to its
-    /// exact smallest expiry. A shard compacted since the cursor was
-    /// returned is walked from its start. Each shard is walked under its
-    /// read lock.
+    /// A call goes once round the index: from the cursor's place to the end
+    /// of its shard, through the other shards in turn (wrapping past the
+    /// last to the first), then from the start of the cursor's shard to the
+    /// cursor's place. It stops early once it holds `max_keys` (inside a
+    /// shard, or at the next shard's start), returning where it stopped;
+    /// after a whole round it returns where it began. So a call given room
+    /// returns each expired key once, and calls that each go on from the
+    /// cursor the last returned cycle over every shard: a key that stays
+    /// expired is returned within a round's worth of calls.
+    ///
+    /// A shard is skipped without being walked when its lower bound of the
+    /// next expiry is past `now_ms`, and a shard walked whole in one go gets
+    /// that bound set to its exact smallest expiry. A shard compacted since
+    /// the cursor was returned is walked from its start. Each shard is
+    /// walked under its read lock, as of its own moment.
     pub fn collect_expired(
         &self,
         now_ms: u64,
         cursor: u64,
         max_keys: usize,
     ) -> (Vec<(Vec<u8>, Location)>, u64) {
-        let (first, mut at, generation) = decode_cursor(cursor);
+        let (first, at, generation) = decode_cursor(cursor);
         let first = first % SHARDS;
         let mut expired = Vec::new();
         if max_keys == 0 {
             return (expired, encode_cursor(first, at, generation));
         }
-        for step in 0..SHARDS {
+        // Where the round began in the first shard, once checked against
+        // its generation ((0, 0): at its start, so the round ends with the
+        // shard before it).
+        let mut begin = (0, 0);
+        for step in 0..=SHARDS {
             let shard_index = (first + step) % SHARDS;
             if expired.len() >= max_keys {
                 return (expired, encode_cursor(shard_index, 0, 0));
             }
             let shard = self.shards[shard_index].read();
-            if step > 0 || generation != shard.generation() {
-                at = 0;
-            }
+            let (from, until) = if step == 0 {
+                if at != 0 && generation == shard.generation() {
+                    begin = (at, generation);
+                }
+                (begin.0, u32::MAX)
+            } else if step == SHARDS {
+                if begin.0 == 0 {
+                    break;
+                }
+                // A shard compacted since the round began: all of it.
+                let until = if shard.generation() == begin.1 {
+                    begin.0
+                } else {
+                    u32::MAX
+                };
+                (0, until)
+            } else {
+                (0, u32::MAX)
+            };
             if shard.next_expiry_ms() > now_ms {
                 continue;
             }
-            if let Some(next) = shard.collect_expired(at, now_ms, max_keys, &mut expired) {
+            if let Some(next) = shard.collect_expired(from, until, now_ms, max_keys, &mut expired) {
                 return (
                     expired,
                     encode_cursor(shard_index, next, shard.generation()),
                 );
             }
         }
-        (expired, encode_cursor(first, 0, 0))
+        (expired, encode_cursor(first, begin.0, begin.1))
     }
 
     /// Live keys whose expiry is not 0 and at most `now_ms` (present until

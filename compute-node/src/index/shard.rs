@@ -874,20 +874,22 @@ impl Shard {
         }
     }
 
-    /// Walks the entries from the boundary at or after `from` to the end
-    /// (or until `f` returns false), calling `f` with the key, location and
-    /// expiry of each live key whose expiry is not 0. Returns
-    /// where it stopped (`None` at the end); if it started at 0 and reached
-    /// the end, sets the next expiry exactly.
+    /// Walks the entries that start in `from..until` (from the boundary at
+    /// or after `from`), or until `f` returns false, calling `f` with the
+    /// key, location and expiry of each live key whose expiry is not 0.
+    /// Returns where it stopped (`None` if it went through the range); a
+    /// walk of the whole arena sets the next expiry exactly.
     fn walk_expiring(
         &self,
         from: u32,
+        until: u32,
         mut f: impl FnMut(&[u8], &Location, u64) -> bool,
     ) -> Option<u32> {
         let mut at = self.arena.boundary_at_or_after(from as usize);
+        let end = self.arena.len.min(until as usize);
         let mut min = u64::MAX;
         let mut scratch = Vec::new();
-        while at < self.arena.len {
+        while at < end {
             let entry = self.arena.entry(at);
             if !entry.header.is_dead() {
                 let location = read_location(&self.arena, &self.wide, &entry);
@@ -900,25 +902,27 @@ impl Shard {
             }
             at = entry.end();
         }
-        if from == 0 {
+        if from == 0 && end == self.arena.len {
             self.next_expiry.set(min);
         }
         None
     }
 
-    /// Appends to `out` the live keys from the boundary at or after `from`
-    /// whose expiry is not 0 and at most `now_ms`, until `out` holds
-    /// `max_keys`. Returns where to go on if an expired key was left for
-    /// want of room (`None` if every one to the end was collected). A walk
-    /// from 0 to the end sets the next expiry exactly.
+    /// Appends to `out` the live keys that start in `from..until` (from the
+    /// boundary at or after `from`) whose expiry is not 0 and at most
+    /// `now_ms`, until `out` holds `max_keys`. Returns where to go on if an
+    /// expired key was left for want of room (`None` if every one in the
+    /// range was collected). A walk of the whole arena sets the next expiry
+    /// exactly.
     pub(super) fn collect_expired(
         &self,
         from: u32,
+        until: u32,
         now_ms: u64,
         max_keys: usize,
         out: &mut Vec<(Vec<u8>, Location)>,
     ) -> Option<u32> {
-        self.walk_expiring(from, |key, location, ms| {
+        self.walk_expiring(from, until, |key, location, ms| {
             if ms > now_ms {
                 return true;
             }
@@ -934,7 +938,7 @@ impl Shard {
     /// expiry exactly.
     pub(super) fn expired_present(&self, now_ms: u64) -> usize {
         let mut expired = 0;
-        self.walk_expiring(0, |_, _, ms| {
+        self.walk_expiring(0, u32::MAX, |_, _, ms| {
             expired += usize::from(ms <= now_ms);
             true
         });

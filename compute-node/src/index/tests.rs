@@ -560,8 +560,51 @@ fn collect_cycle<S: BuildHasher>(
     all
 }
 
-fn check_against_model<S: BuildHasher>(index: Index<S>, ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let keys = key_pool();
+/// A pool of 8 long keys: stored in one shard, a few of them gaining a TTL
+/// (each a move) leave it mostly dead, so moves compact it.
+fn long_key_pool() -> Vec<Vec<u8>> {
+    (0..8usize)
+        .map(|i| (0..1000 + 13 * i).map(|b| (b * 3 + i) as u8).collect())
+        .collect()
+}
+
+/// Runs `ops` against `index` and a `HashMap` model, key `n` of an op
+/// being `keys[n % keys.len()]`.
+fn check_against_model<S: BuildHasher>(
+    index: Index<S>,
+    keys: Vec<Vec<u8>>,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
+    let pick = |n: usize| n % keys.len();
+    let ops = ops.into_iter().map(|op| match op {
+        Op::Apply { key, location } => Op::Apply {
+            key: pick(key),
+            location,
+        },
+        Op::ApplyMany { changes } => Op::ApplyMany {
+            changes: changes.into_iter().map(|(k, l)| (pick(k), l)).collect(),
+        },
+        Op::Relocate {
+            key,
+            current,
+            to_offset,
+            to_partition,
+            to_expire_at_ms,
+        } => Op::Relocate {
+            key: pick(key),
+            current,
+            to_offset,
+            to_partition,
+            to_expire_at_ms,
+        },
+        Op::SetExpiry { key, expire_at_ms } => Op::SetExpiry {
+            key: pick(key),
+            expire_at_ms,
+        },
+        Op::ExpireDelete { key } => Op::ExpireDelete { key: pick(key) },
+        Op::Get { key } => Op::Get { key: pick(key) },
+        other => other,
+    });
     let mut model: HashMap<Vec<u8>, Location> = HashMap::new();
     let mut floor = 0;
     for op in ops {
@@ -717,12 +760,19 @@ fn check_against_model<S: BuildHasher>(index: Index<S>, ops: Vec<Op>) -> Result<
 proptest! {
     #[test]
     fn the_index_answers_like_a_hash_map(ops in proptest::collection::vec(op_strategy(), 1..300)) {
-        check_against_model(Index::new(), ops)?;
+        check_against_model(Index::new(), key_pool(), ops)?;
     }
 
     #[test]
     fn a_colliding_index_answers_like_a_hash_map(ops in proptest::collection::vec(op_strategy(), 1..300)) {
-        check_against_model(Index::with_hasher(Colliding), ops)?;
+        check_against_model(Index::with_hasher(Colliding), key_pool(), ops)?;
+    }
+
+    #[test]
+    fn an_index_of_long_keys_in_one_shard_answers_like_a_hash_map(
+        ops in proptest::collection::vec(op_strategy(), 1..300)
+    ) {
+        check_against_model(Index::with_hasher(OneShard::default()), long_key_pool(), ops)?;
     }
 }
 
@@ -799,4 +849,377 @@ fn a_clear_racing_with_inserts_keeps_exactly_those_at_or_above_it() {
     }
     assert_eq!(index.live_keys(), expected);
     assert_eq!(index.stats().live_keys, expected);
+}
+
+fn expiring(seq: u64, offset: u64, expire_at_ms: u64) -> Location {
+    Location {
+        expire_at_ms,
+        ..put(seq, offset)
+    }
+}
+
+#[test]
+fn a_tombstone_at_a_puts_seq_replaces_it_whatever_the_order() {
+    let index = Index::new();
+    assert!(index.apply(b"k", expiring(5, 10, 1000)));
+    assert!(
+        index.apply(b"k", Location::tombstone(5, 1)),
+        "an expiry delete beats the version it names"
+    );
+    assert_eq!(index.get(b"k"), Some(Location::tombstone(5, 1)));
+    assert_eq!((index.live_keys(), index.expiring_keys()), (0, 0));
+
+    let index = Index::new();
+    assert!(index.apply(b"k", Location::tombstone(5, 1)));
+    assert!(
+        !index.apply(b"k", expiring(5, 10, 1000)),
+        "the put it named, arriving later, loses"
+    );
+    assert_eq!(index.get(b"k"), Some(Location::tombstone(5, 1)));
+    assert!(
+        !index.apply(b"k", Location::tombstone(5, 2)),
+        "a tie between tombstones keeps the first"
+    );
+    assert_eq!(index.get(b"k"), Some(Location::tombstone(5, 1)));
+    assert!(index.apply(b"k", put(6, 20)), "a later write wins");
+    assert_eq!(index.get(b"k"), Some(put(6, 20)));
+    assert_eq!(index.live_keys(), 1);
+    assert!(
+        !index.apply(b"k", put(6, 30)),
+        "a tie between puts keeps the first"
+    );
+    assert_eq!(index.get(b"k"), Some(put(6, 20)));
+}
+
+#[test]
+fn expiries_are_stored_counted_and_survive_compaction() {
+    let index = Index::new();
+    let wide = Location {
+        seq: PACKED_MAX_SEQ + 1,
+        offset: PACKED_MAX_OFFSET + 1,
+        expire_at_ms: 700,
+        ..put(0, 0)
+    };
+    let long_key = vec![b'l'; 300];
+    index.apply(b"a", expiring(1, 0, 100));
+    index.apply(b"b", expiring(2, 0, 300));
+    index.apply(&long_key, expiring(3, 0, u64::MAX));
+    index.apply(b"w", wide);
+    index.apply(b"plain", put(4, 0));
+    index.apply(b"gone", Location::tombstone(5, 0));
+    assert_eq!(index.get(b"a"), Some(expiring(1, 0, 100)));
+    assert_eq!(index.get(&long_key), Some(expiring(3, 0, u64::MAX)));
+    assert_eq!(index.get(b"w"), Some(wide));
+    assert_eq!(index.expiring_keys(), 4);
+    let sum = 100u128 + 300 + 700 + u128::from(u64::MAX);
+    assert_eq!(index.avg_expire_at_ms(), Some((sum / 4) as u64));
+    // Removing an expiry keeps the slot (and moves nothing).
+    assert!(index.apply(b"a", put(6, 0)));
+    assert_eq!(index.get(b"a"), Some(put(6, 0)));
+    assert_eq!(index.expiring_keys(), 3);
+    assert!(index.apply(b"a", expiring(7, 0, 50)));
+    assert_eq!(index.get(b"a"), Some(expiring(7, 0, 50)));
+    audit(&index);
+    assert_eq!(index.drop_tombstones(), 1);
+    for (key, location) in [
+        (&b"a"[..], expiring(7, 0, 50)),
+        (b"b", expiring(2, 0, 300)),
+        (&long_key, expiring(3, 0, u64::MAX)),
+        (b"w", wide),
+        (b"plain", put(4, 0)),
+    ] {
+        assert_eq!(index.get(key), Some(location));
+    }
+    assert_eq!(index.expiring_keys(), 4);
+    assert_eq!(
+        index.avg_expire_at_ms(),
+        Some(((sum - 100 + 50) / 4) as u64)
+    );
+    audit(&index);
+    assert_eq!(Index::new().avg_expire_at_ms(), None);
+}
+
+/// A hasher whose hashes differ but all pick shard 0.
+#[derive(Clone, Default)]
+struct OneShard(DefaultHasher);
+
+impl BuildHasher for OneShard {
+    type Hasher = OneShardHasher;
+    fn build_hasher(&self) -> OneShardHasher {
+        OneShardHasher(self.0.build_hasher())
+    }
+}
+
+struct OneShardHasher(<DefaultHasher as BuildHasher>::Hasher);
+
+impl Hasher for OneShardHasher {
+    fn finish(&self) -> u64 {
+        self.0.finish() >> SHARDS.trailing_zeros()
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.write(bytes)
+    }
+}
+
+#[test]
+fn keys_that_gain_a_ttl_move_and_their_old_bytes_are_compacted_away() {
+    const KEYS: u64 = 20_000;
+    let index = Index::with_hasher(OneShard::default());
+    let key = |i: u64| format!("key:{i}").into_bytes();
+    for i in 0..KEYS {
+        index.apply(&key(i), put(i + 1, i));
+    }
+    let generation = || index.shards[0].read().generation();
+    let start_generation = generation();
+    let compacted_bytes = index.stats().memory_bytes;
+    // A walk in small steps, with every key gaining a TTL (each one a
+    // move) a few keys per step, in an order that moves keys both ahead of
+    // and behind the cursor.
+    let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut cursor = 0;
+    let mut next = 0u64;
+    let mut generations = HashSet::new();
+    loop {
+        cursor = index.scan(cursor, 13, |key, _| {
+            *seen.entry(key.to_vec()).or_default() += 1
+        });
+        for _ in 0..20 {
+            if next < KEYS {
+                let i = (next * 7919) % KEYS;
+                assert!(index.apply(&key(i), expiring(KEYS + 1 + i, i, 1000 + i)));
+                next += 1;
+            }
+        }
+        generations.insert(generation());
+        if cursor == 0 {
+            break;
+        }
+    }
+    assert_eq!(next, KEYS, "the walk outlasted the moves");
+    assert_ne!(generation(), start_generation, "the shard was compacted");
+    for i in 0..KEYS {
+        assert!(seen.contains_key(&key(i)), "key {i} missed");
+        assert_eq!(
+            index.get(&key(i)),
+            Some(expiring(KEYS + 1 + i, i, 1000 + i))
+        );
+    }
+    assert!(
+        seen.values().all(|&n| n <= 3),
+        "no key is passed again and again"
+    );
+    audit(&index);
+    assert_eq!(index.expiring_keys(), KEYS);
+    // After the moves, what dead copies remain take less than half the
+    // room of the live entries (8 bytes more each than before).
+    let per_key = index.stats().memory_bytes as f64 / KEYS as f64;
+    let before = compacted_bytes as f64 / KEYS as f64;
+    assert!(
+        per_key < (before + 8.0) * 1.5,
+        "{per_key:.1} bytes per key, {before:.1} before"
+    );
+    // Once compacted, nothing dead is left and the keys cost 8 bytes more.
+    index.drop_tombstones();
+    audit(&index);
+    let per_key = index.stats().memory_bytes as f64 / KEYS as f64;
+    assert!(
+        per_key <= before + 8.5,
+        "{per_key:.1} bytes per key, {before:.1} before"
+    );
+    // Keys whose TTL is removed keep their slot (holding 0) until a
+    // compaction drops it; one tombstone gives the shard one.
+    for i in 0..KEYS {
+        index.apply(&key(i), put(3 * KEYS + i, i));
+    }
+    assert_eq!(index.expiring_keys(), 0);
+    assert_eq!(index.expired_keys_present(u64::MAX), 0);
+    let slotted = index.stats().memory_bytes;
+    index.drop_tombstones();
+    assert_eq!(index.stats().memory_bytes, slotted, "nothing to drop");
+    index.apply(b"extra", Location::tombstone(4 * KEYS, 0));
+    assert_eq!(index.drop_tombstones(), 1);
+    audit(&index);
+    let per_key = index.stats().memory_bytes as f64 / KEYS as f64;
+    assert!(
+        per_key <= before + 0.5,
+        "{per_key:.1} bytes per key, {before:.1} before"
+    );
+}
+
+#[test]
+fn a_walk_racing_with_moves_misses_no_key() {
+    const KEYS: u64 = 40_000;
+    let index = Index::new();
+    for i in 0..KEYS {
+        index.apply(&i.to_be_bytes(), put(i + 1, i));
+    }
+    let start = Barrier::new(2);
+    let scanned = std::thread::scope(|scope| {
+        let (index, start) = (&index, &start);
+        scope.spawn(move || {
+            start.wait();
+            // Every key gains a TTL (a move), loses it, and gains one again
+            // after the compactions that dropped its slot.
+            for round in 0..3u64 {
+                for i in 0..KEYS {
+                    let seq = (round + 1) * KEYS + i + 1;
+                    let expire_at_ms = if round == 1 { 0 } else { 5 + i };
+                    index.apply(&i.to_be_bytes(), expiring(seq, i, expire_at_ms));
+                }
+                if round == 1 {
+                    index.drop_tombstones();
+                }
+            }
+        });
+        start.wait();
+        let mut seen = HashSet::new();
+        let mut cursor = 0;
+        loop {
+            cursor = index.scan(cursor, 50, |key, _| {
+                seen.insert(key.to_vec());
+            });
+            if cursor == 0 {
+                return seen;
+            }
+        }
+    });
+    for i in 0..KEYS {
+        assert!(scanned.contains(&i.to_be_bytes()[..]), "key {i} missed");
+        assert_eq!(
+            index.get(&i.to_be_bytes()),
+            Some(expiring(3 * KEYS + i + 1, i, 5 + i))
+        );
+    }
+    audit(&index);
+}
+
+#[test]
+fn collect_expired_finds_expired_keys_a_bounded_batch_at_a_time() {
+    let index = Index::new();
+    // 3000 keys expiring at 1..=3000 ms, 1000 without a TTL, 500 deleted.
+    for i in 0..3000u64 {
+        index.apply(format!("ttl:{i}").as_bytes(), expiring(i + 1, i, i + 1));
+    }
+    for i in 0..1000u64 {
+        index.apply(format!("plain:{i}").as_bytes(), put(10_000 + i, i));
+    }
+    for i in 0..500u64 {
+        let key = format!("ttl:{i}");
+        index.apply(key.as_bytes(), Location::tombstone(i + 1, 1));
+    }
+    // Nothing is expired at 500 ms: the deleted keys were the first 500.
+    assert_eq!(index.expired_keys_present(500), 0);
+    assert!(index.collect_expired(500, 0, 100).0.is_empty());
+    assert_eq!(index.expired_keys_present(1000), 500);
+    assert_eq!(index.expired_keys_present(u64::MAX), 2500);
+    assert_eq!(index.expiring_keys(), 2500);
+    assert_eq!(
+        index.live_keys(),
+        3500,
+        "an expired key is live until deleted"
+    );
+    // A full cycle in batches of 64 finds each of the 1500 keys expired at
+    // 2000 ms.
+    let mut found: HashMap<Vec<u8>, Location> = HashMap::new();
+    let mut cursor = 0;
+    for _ in 0..1500usize.div_ceil(64) + 1 {
+        let (batch, next) = index.collect_expired(2000, cursor, 64);
+        assert!(batch.len() <= 64);
+        for (key, location) in batch {
+            let n: u64 = std::str::from_utf8(&key)
+                .expect("utf-8")
+                .strip_prefix("ttl:")
+                .expect("a TTL key")
+                .parse()
+                .expect("a number");
+            assert!((500..2000).contains(&n), "key {n}");
+            assert_eq!(location, expiring(n + 1, n, n + 1));
+            found.insert(key, location);
+        }
+        cursor = next;
+    }
+    assert_eq!(found.len(), 1500);
+    // The caller deletes them (tombstones at their seqs); then none is left,
+    // and after one walk every shard's bound is exact again (no walk).
+    for (key, location) in &found {
+        assert!(index.apply(key, Location::tombstone(location.seq, 0)));
+    }
+    assert_eq!(index.expired_keys_present(2000), 0);
+    assert_eq!(index.expiring_keys(), 1000);
+    for shard in index.shards.iter() {
+        assert!(shard.read().next_expiry_ms() > 2000, "bound set exactly");
+    }
+    let (none, _) = index.collect_expired(2000, cursor, 64);
+    assert!(none.is_empty());
+    // Any cursor is accepted; cursor 0 with room for all finds them all.
+    for cursor in [1u64, u64::MAX, 0xdead_beef, (300 << 32) | 5] {
+        let (batch, _) = index.collect_expired(u64::MAX, cursor, 10_000);
+        assert_eq!(batch.len(), 1000, "cursor {cursor:#x}");
+    }
+    let (empty, _) = index.collect_expired(u64::MAX, 0, 0);
+    assert!(empty.is_empty());
+    audit(&index);
+}
+
+#[test]
+fn a_shard_without_expired_keys_is_not_walked() {
+    let index = Index::with_hasher(OneShard::default());
+    for i in 0..100u64 {
+        index.apply(&i.to_le_bytes(), expiring(i + 1, i, 1000 + i));
+    }
+    let bound = || index.shards[0].read().next_expiry_ms();
+    assert_eq!(bound(), 1000);
+    // Raising the smallest expiry leaves the bound low until a walk.
+    index.apply(&0u64.to_le_bytes(), expiring(200, 0, 5000));
+    assert_eq!(bound(), 1000);
+    assert_eq!(index.expired_keys_present(1000), 0);
+    assert_eq!(bound(), 1001, "the walk set the bound exactly");
+    // A partial walk (the batch is full) leaves it be.
+    index.apply(&1u64.to_le_bytes(), expiring(201, 1, 6000));
+    let (batch, cursor) = index.collect_expired(1050, 0, 10);
+    assert_eq!(batch.len(), 10);
+    assert_eq!(bound(), 1001);
+    // Going on round to where that stopped walks the shard in two parts,
+    // neither of which is a whole walk.
+    let (round, next) = index.collect_expired(1050, cursor, 1000);
+    assert_eq!(round.len(), 49, "keys 2..=50 expire by 1050");
+    assert_eq!(next, cursor, "a whole round ends where it began");
+    let mut keys: Vec<Vec<u8>> = batch.iter().chain(&round).map(|(k, _)| k.clone()).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 49);
+    assert_eq!(bound(), 1001);
+    // One walk from the start is whole.
+    let (all, next) = index.collect_expired(1050, 0, 1000);
+    assert_eq!((all.len(), next), (49, 0));
+    assert_eq!(bound(), 1002);
+    // All expiries gone: the bound is "none", exactly, without a walk.
+    for i in 0..100u64 {
+        index.apply(&i.to_le_bytes(), put(300 + i, i));
+    }
+    assert_eq!(bound(), u64::MAX);
+}
+
+#[test]
+fn a_mebi_keys_of_8_bytes_with_a_ttl_take_at_most_40_bytes_each() {
+    for reserve in [false, true] {
+        let index = Index::new();
+        let keys = 1u64 << 20;
+        if reserve {
+            index.reserve(keys);
+        }
+        for i in 0..keys {
+            index.apply(
+                &i.to_le_bytes(),
+                expiring(i + 1, i * 40, 1_700_000_000_000 + i),
+            );
+        }
+        let stats = index.stats();
+        assert_eq!((stats.live_keys, index.expiring_keys()), (keys, keys));
+        let per_key = stats.memory_bytes as f64 / keys as f64;
+        assert!(
+            per_key <= 40.0,
+            "{per_key:.1} bytes per key (reserve {reserve})"
+        );
+    }
 }
