@@ -160,6 +160,7 @@ fn errors_keep_the_connection() {
         .arg("v")
         .arg("EX")
         .arg("10")
+        .arg("KEEPTTL")
         .query::<()>(&mut con)
         .expect_err("options");
     assert!(err.to_string().contains("syntax error"), "{err}");
