@@ -6,10 +6,11 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use compute_node::{BatchOp, Engine, expiry};
-use support::{StorageNode, value_for};
+use support::{StorageNode, serve_resp, value_for};
 
 /// Longest wait for the active expiry or a reader (far above what either
 /// takes: the cycle runs ten times a second).
@@ -153,6 +154,79 @@ fn expiry_times_survive_a_rebuild_and_a_passed_one_is_gone() {
     }
     walked.sort();
     assert_eq!(walked, vec![b"far".to_vec(), b"never".to_vec()]);
+}
+
+/// The value of `field` in an INFO reply.
+fn info_field(info: &str, field: &str) -> String {
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .to_string()
+}
+
+#[test]
+fn info_shows_expiring_keys_their_mean_ttl_and_expired_keys() {
+    let node = StorageNode::start(4);
+    let engine = Arc::new(node.connect());
+    let (addr, _stop) = serve_resp(&engine, &node, None);
+    let client = redis::Client::open(format!("redis://{addr}")).expect("client");
+    let mut con = client.get_connection().expect("connect");
+    for i in 0..10 {
+        redis::cmd("SET")
+            .arg(format!("timed-{i}"))
+            .arg("v")
+            .arg("EX")
+            .arg(100)
+            .query::<()>(&mut con)
+            .expect("set ex");
+    }
+    for i in 0..5 {
+        redis::cmd("SET")
+            .arg(format!("plain-{i}"))
+            .arg("v")
+            .query::<()>(&mut con)
+            .expect("set");
+    }
+    for i in 0..3 {
+        redis::cmd("SET")
+            .arg(format!("short-{i}"))
+            .arg("v")
+            .arg("PX")
+            .arg(100)
+            .query::<()>(&mut con)
+            .expect("set px");
+    }
+    let keyspace: String = redis::cmd("INFO")
+        .arg("keyspace")
+        .query(&mut con)
+        .expect("info");
+    let db0 = info_field(&keyspace, "db0");
+    let (head, avg_ttl) = db0.rsplit_once(",avg_ttl=").expect("avg_ttl");
+    assert_eq!(head, "keys=18,expires=13", "{db0}");
+    let avg_ttl: u64 = avg_ttl.parse().expect("a number");
+    // Ten keys with about 100 s left and three with 100 ms.
+    assert!(
+        (70_000..=77_000).contains(&avg_ttl),
+        "mean time left {avg_ttl} ms"
+    );
+
+    assert!(
+        engine.wait_until(WITHIN, |e| e.stats().expired_keys == 3),
+        "the short keys were not removed"
+    );
+    let stats: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut con)
+        .expect("info");
+    assert_eq!(info_field(&stats, "expired_keys"), "3");
+    let keyspace: String = redis::cmd("INFO")
+        .arg("keyspace")
+        .query(&mut con)
+        .expect("info");
+    assert!(
+        info_field(&keyspace, "db0").starts_with("keys=15,expires=10,avg_ttl=9"),
+        "{keyspace}"
+    );
 }
 
 /// The engine's batch write, blocking.
