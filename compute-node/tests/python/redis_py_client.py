@@ -1,6 +1,6 @@
 """redis-py against a server: set, get, delete, a pipeline, a
-transaction, and walking the keys (SCAN, KEYS, RANDOMKEY), with the
-client's default settings and with protocol=2.
+transaction, walking the keys (SCAN, KEYS, RANDOMKEY), and times to live,
+with the client's default settings and with protocol=2.
 
 Usage: redis_py_client.py PORT. Exits non-zero with the failure printed.
 """
@@ -55,5 +55,20 @@ for protocol in (None, 2):
     assert r.keys("py:nope*") == []
     key = r.randomkey()
     assert key is not None and r.exists(key) == 1, key
+    assert r.set("py:ttl", "v", ex=100) is True
+    assert 99 <= r.ttl("py:ttl") <= 100
+    assert r.expire("py:ttl", 50, gt=True) is False
+    assert r.expire("py:ttl", 50, lt=True) is True
+    assert 49_000 <= r.pttl("py:ttl") <= 50_000
+    assert r.expireat("py:ttl", 4102444800) is True
+    assert r.expiretime("py:ttl") == 4102444800
+    assert r.persist("py:ttl") is True and r.ttl("py:ttl") == -1
+    assert r.setex("py:ttl", 100, "w") is True
+    assert r.getex("py:ttl", persist=True) == b"w"
+    assert r.ttl("py:ttl") == -1 and r.ttl("py:gone") == -2
+    assert r.set("py:short", "v", px=1) is True
+    while r.pttl("py:short") != -2:
+        pass
+    assert r.get("py:short") is None and r.exists("py:short") == 0
     r.close()
 print("redis-py: ok")
