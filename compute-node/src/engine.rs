@@ -22,6 +22,7 @@ use splitkv_common::client::{ClientConfig, LinkEvent, StorageClient, Welcome};
 use splitkv_common::limits::Limits;
 use tokio::sync::mpsc;
 
+use crate::batch_gate::BatchGate;
 use crate::cache::ValueCache;
 use crate::config::EngineConfig;
 use crate::error::{EngineError, Result};
@@ -154,6 +155,8 @@ pub(crate) struct Inner {
     pub(crate) followers: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
     /// The writer's active expiry task.
     pub(crate) expirer: parking_lot::Mutex<Option<tokio::task::AbortHandle>>,
+    /// Keeps multi-key reads from seeing part of a batch.
+    pub(crate) batches: BatchGate,
     /// Per partition: key-log entries applied (the rebuild's and, for a
     /// reader, the followed ones).
     pub(crate) applied_entries: Vec<AtomicU64>,
@@ -498,6 +501,7 @@ async fn connect_inner(
         writer: AtomicBool::new(config_writer),
         followers: parking_lot::Mutex::new(Vec::new()),
         expirer: parking_lot::Mutex::new(None),
+        batches: BatchGate::default(),
         applied_entries: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         applied_at_ms: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         started: std::time::Instant::now(),

@@ -3,6 +3,7 @@
 //! memory, rebuilt from the storage node at start), and a Redis-protocol
 //! server in front of the engine ([`resp`]).
 
+mod batch_gate;
 mod cache;
 pub mod config;
 mod engine;

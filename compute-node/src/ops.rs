@@ -149,7 +149,8 @@ impl Inner {
             .await?
             .wait()
             .await?;
-        self.record_write_many(partition, ops, acks)
+        self.batches
+            .apply(|| self.record_write_many(partition, ops, acks))
     }
 
     /// Records an acknowledged expire entry: the version at `version_seq`
@@ -551,19 +552,36 @@ impl Engine {
 
     /// The values of `keys`, in order, with an outcome per key: one key's
     /// failure (a bad key, a record that fails its checks) fails only that
-    /// key. Records not in a window are requested together (windows on
+    /// key. The keys are resolved together, at a moment when no batch is
+    /// half applied: of the keys of one batch (an MSET, an EXEC, a
+    /// followed key-log frame) either all are seen as the batch left them
+    /// or none. Records not in a window are requested together (windows on
     /// their way are not waited for), so the batch costs one round trip.
     pub async fn get_each_async(&self, keys: &[&[u8]]) -> Vec<Result<Option<Bytes>>> {
         let inner = &self.inner;
+        let checked: Vec<Result<()>> = keys.iter().map(|key| inner.check_key(key)).collect();
+        // Every key as of one moment between batches, so that the keys of
+        // one batch are all seen old or all new.
+        let locations: Vec<Option<Location>> = inner.batches.resolve(|| {
+            keys.iter()
+                .zip(&checked)
+                .map(|(key, checked)| checked.as_ref().ok().and_then(|()| inner.visible(key)))
+                .collect()
+        });
+        let valid = checked.iter().filter(|checked| checked.is_ok()).count();
+        inner
+            .counters
+            .gets
+            .fetch_add(valid as u64, Ordering::Relaxed);
         let mut pending = Vec::with_capacity(keys.len());
-        for key in keys {
-            let location = match inner.resolve(key) {
-                Ok(Some(location)) => location,
-                Ok(None) => {
+        for ((key, checked), location) in keys.iter().zip(checked).zip(locations) {
+            let location = match (checked, location) {
+                (Ok(()), Some(location)) => location,
+                (Ok(()), None) => {
                     pending.push(BatchRead::Done(Ok(None)));
                     continue;
                 }
-                Err(e) => {
+                (Err(e), _) => {
                     pending.push(BatchRead::Done(Err(e)));
                     continue;
                 }

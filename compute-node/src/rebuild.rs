@@ -98,7 +98,7 @@ pub(crate) fn merge_frames(
         }
         at += used;
     }
-    inner.index.apply_many(&changes);
+    inner.batches.apply(|| inner.index.apply_many(&changes));
     if clear_seq > 0 {
         inner.apply_clear(clear_seq);
         merged.clear_seq = merged.clear_seq.max(clear_seq);

@@ -144,6 +144,63 @@ fn a_reader_never_serves_an_older_value_than_it_served() {
 }
 
 #[test]
+fn neither_a_reader_nor_the_writer_serves_half_of_a_batch() {
+    const VERSIONS: u64 = 1_500;
+    /// Keys of every batch: enough that they fall in several index shards.
+    const KEYS: usize = 8;
+    let node = StorageNode::start(4);
+    let writer = node.connect();
+    let reader = node.connect_reader_view();
+    let keys: Vec<Vec<u8>> = (0..KEYS)
+        .map(|i| format!("batch-key-{i}").into_bytes())
+        .collect();
+    let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let done = AtomicBool::new(false);
+    // Every value of a batch is the batch's version; a multi-key read
+    // must find one version in all of them (or none yet).
+    let check = |engine: &Engine, what: &str| {
+        let values = engine.get_many(&key_refs).expect("get_many");
+        let first = values[0].clone();
+        assert!(
+            values.iter().all(|value| *value == first),
+            "{what} served half a batch: {:?}",
+            values
+                .iter()
+                .map(|v| v.as_deref().map(String::from_utf8_lossy))
+                .collect::<Vec<_>>()
+        );
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for version in 1..=VERSIONS {
+                let value = version.to_string();
+                let items: Vec<(&[u8], &[u8])> = key_refs
+                    .iter()
+                    .map(|&key| (key, value.as_bytes()))
+                    .collect();
+                writer
+                    .put_many_on(version as usize % 4, &items)
+                    .expect("put_many");
+            }
+            done.store(true, Ordering::Release);
+        });
+        let mut reads = 0u64;
+        while !done.load(Ordering::Acquire) {
+            check(&reader, "the reader");
+            check(&writer, "the writer");
+            reads += 1;
+        }
+        assert!(reads > 10, "only {reads} reads overlapped the batches");
+    });
+    assert!(reader.wait_until(VISIBLE_WITHIN, |r| r.has_applied(&writer.applied_seqs())));
+    check(&reader, "the reader, caught up");
+    assert_eq!(
+        reader.get(&keys[0]).expect("get").as_deref(),
+        Some(VERSIONS.to_string().as_bytes())
+    );
+}
+
+#[test]
 fn a_promoted_reader_takes_writes_and_the_old_writer_loses_no_acknowledged_write() {
     let node = StorageNode::start(4);
     let writer = node.connect();

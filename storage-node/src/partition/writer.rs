@@ -157,10 +157,19 @@ impl Partition {
             if !matches!(op, WriteOp::Clear) {
                 limits.check_key(key)?;
             }
-            if let WriteOp::Put { value, .. } = op {
+            let mut expiry_bytes = 0;
+            if let WriteOp::Put {
+                value,
+                expire_at_ms,
+                ..
+            } = op
+            {
                 limits.check_value(value)?;
+                if *expire_at_ms != 0 {
+                    expiry_bytes = record::ENTRY_EXPIRY_BYTES;
+                }
             }
-            frame_bytes += record::ENTRY_HEADER_BYTES + record::ENTRY_EXPIRY_BYTES + key.len();
+            frame_bytes += record::ENTRY_HEADER_BYTES + expiry_bytes + key.len();
         }
         let max_frame = self.node.keylog_chunk_bytes;
         if record::frame_len(frame_bytes - record::FRAME_HEADER_BYTES) > max_frame {
