@@ -32,7 +32,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use diff::{ComputeNode, Connection, RedisServer, Reply, encode, parse_reply, shape};
+use diff::{ComputeNode, Connection, RedisServer, Reply, describe, encode, parse_reply, shape};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -212,21 +212,6 @@ fn transaction(body: &[Step]) -> Vec<Step> {
     }));
     steps.push(step(cmd!("EXEC"), Check::Exec(times)));
     steps
-}
-
-fn describe(args: &[Vec<u8>]) -> String {
-    let shown: Vec<String> = args
-        .iter()
-        .map(|a| {
-            let text = String::from_utf8_lossy(&a[..a.len().min(40)]).into_owned();
-            if a.len() > 40 {
-                format!("{text}…({} bytes)", a.len())
-            } else {
-                text
-            }
-        })
-        .collect();
-    shown.join(" ")
 }
 
 fn text(raw: &[u8]) -> String {

@@ -480,7 +480,9 @@ fn encode_step(step: &Step) -> Vec<u8> {
     encode(&args)
 }
 
-fn describe(args: &[Vec<u8>]) -> String {
+/// A command's arguments as text, each cut at 40 bytes, for failure
+/// messages.
+pub fn describe(args: &[Vec<u8>]) -> String {
     let shown: Vec<String> = args
         .iter()
         .map(|a| {
