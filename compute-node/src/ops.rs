@@ -224,9 +224,14 @@ impl Inner {
 
     /// `key`'s location if it has a value that has not expired.
     pub(crate) fn visible(&self, key: &[u8]) -> Option<Location> {
+        self.visible_at(key, expiry::now_ms())
+    }
+
+    /// `key`'s location if it has a value that has not expired at `now_ms`.
+    fn visible_at(&self, key: &[u8], now_ms: u64) -> Option<Location> {
         self.index
             .get(key)
-            .filter(|location| expiry::is_visible(location, expiry::now_ms()))
+            .filter(|location| expiry::is_visible(location, now_ms))
     }
 
     fn hit(&self) {
@@ -559,29 +564,31 @@ impl Engine {
     /// their way are not waited for), so the batch costs one round trip.
     pub async fn get_each_async(&self, keys: &[&[u8]]) -> Vec<Result<Option<Bytes>>> {
         let inner = &self.inner;
-        let checked: Vec<Result<()>> = keys.iter().map(|key| inner.check_key(key)).collect();
+        let now_ms = expiry::now_ms();
         // Every key as of one moment between batches, so that the keys of
         // one batch are all seen old or all new.
-        let locations: Vec<Option<Location>> = inner.batches.resolve(|| {
+        let locations: Vec<Result<Option<Location>>> = inner.batches.resolve(|| {
             keys.iter()
-                .zip(&checked)
-                .map(|(key, checked)| checked.as_ref().ok().and_then(|()| inner.visible(key)))
+                .map(|key| {
+                    inner.check_key(key)?;
+                    Ok(inner.visible_at(key, now_ms))
+                })
                 .collect()
         });
-        let valid = checked.iter().filter(|checked| checked.is_ok()).count();
+        let valid = locations.iter().filter(|location| location.is_ok()).count();
         inner
             .counters
             .gets
             .fetch_add(valid as u64, Ordering::Relaxed);
         let mut pending = Vec::with_capacity(keys.len());
-        for ((key, checked), location) in keys.iter().zip(checked).zip(locations) {
-            let location = match (checked, location) {
-                (Ok(()), Some(location)) => location,
-                (Ok(()), None) => {
+        for (key, location) in keys.iter().zip(locations) {
+            let location = match location {
+                Ok(Some(location)) => location,
+                Ok(None) => {
                     pending.push(BatchRead::Done(Ok(None)));
                     continue;
                 }
-                (Err(e), _) => {
+                Err(e) => {
                     pending.push(BatchRead::Done(Err(e)));
                     continue;
                 }

@@ -287,7 +287,7 @@ impl RespClient<'_> {
         }
         if let Some(overlay) = &self.overlay {
             // Inside EXEC: as the transaction's writes left the keyspace.
-            found.retain(|key| overlay.contains(self.engine, key));
+            found.retain(|key| self.key_exists(key));
             found.extend(
                 overlay
                     .written_keys()

@@ -56,15 +56,6 @@ impl Overlay {
         }
     }
 
-    /// True if `key` has a value that has not expired, as the transaction
-    /// sees it.
-    pub(super) fn contains(&self, engine: &Engine, key: &[u8]) -> bool {
-        match self.known(key) {
-            Known::Written(value) => value.is_some_and(|(_, at)| live(at)),
-            Known::Untouched => engine.contains(key),
-        }
-    }
-
     /// The number of keys, as the transaction sees it.
     pub(super) fn len(&self, engine: &Engine) -> u64 {
         let written_live = self
