@@ -26,8 +26,20 @@ use crate::frame::{self, RawFrame};
 /// number).
 pub const DEFAULT_FOLLOW_STALL_MS: u64 = 10_000;
 
+/// Bytes of key-log frames a storage node sends on a followed stream
+/// beyond what the reader has reported taking
+/// ([`RequestBody::FollowTaken`]): what the node holds for one stream of a
+/// reader that stops reading is bounded by this and one export chunk.
+pub const FOLLOW_WINDOW_BYTES: u64 = 1 << 20;
+
+/// A reader reports what it has taken of a followed stream once it has
+/// taken this many bytes more than it last reported (a quarter of
+/// [`FOLLOW_WINDOW_BYTES`], so the node never waits on a reader that keeps
+/// up).
+pub const FOLLOW_REPORT_BYTES: u64 = FOLLOW_WINDOW_BYTES / 4;
+
 /// Version of this protocol; a node refuses a peer that speaks another.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Application error codes with which a storage node closes a connection.
 pub mod close_code {
@@ -134,13 +146,24 @@ pub enum RequestBody<'a> {
     /// appended to it, for as long as the stream is open (bulk stream): a
     /// reader follows the writer this way. The chunk that catches up with
     /// the end is marked `done`; later chunks come as frames are appended
-    /// (each `done` too). A reader that does not take the bytes for
-    /// [`DEFAULT_FOLLOW_STALL_MS`] (the storage node's setting) is cut off.
+    /// (each `done` too). The reader keeps its half of the stream open and
+    /// reports on it what it has taken ([`RequestBody::FollowTaken`]); the
+    /// node sends at most [`FOLLOW_WINDOW_BYTES`] of frames past the last
+    /// report, and a reader that reports nothing more for
+    /// [`DEFAULT_FOLLOW_STALL_MS`] (the storage node's setting) while the
+    /// node waits on it is cut off.
     FollowKeyLog {
         /// The partition.
         partition: u32,
         /// Only frames with an entry at or above this sequence number.
         from_seq: u64,
+    },
+    /// On a followed stream, from the reader: it has taken `frame_bytes` of
+    /// the key-log frames sent on it so far (a running total of the chunks'
+    /// frame bytes, the response heads not counted).
+    FollowTaken {
+        /// Frame bytes taken since the stream began.
+        frame_bytes: u64,
     },
     /// Delete every key (FLUSHALL): a clear entry goes into every
     /// partition's key log, each with a sequence number of its own; answered with

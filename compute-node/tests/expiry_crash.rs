@@ -12,30 +12,20 @@
 //! and DBSIZE counts only the survivors. A second round adds keys, kills
 //! and restarts both again, and checks the first round's keys once more.
 //!
-//! The storage node is this test binary re-run in a child mode that serves
-//! the storage-node library (as `load.rs` does), on a data directory and
-//! certificates the parent made.
+//! The nodes are processes started by `tests/process` (the storage node
+//! is this test binary re-run in a child mode).
+
+#[allow(dead_code, reason = "this test neither signals nor samples its nodes")]
+mod process;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
-use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use process::{Files, Process, StorageSettings};
 use redis::Value;
 
 const TEST_NAME: &str = "times_to_live_survive_kill_9_of_both_nodes";
-/// Set in the storage child: its data directory.
-const CHILD_DATA_ENV: &str = "SPLITKV_EXPIRY_CRASH_DATA";
-/// Set in the storage child: its certificate directory.
-const CHILD_CERTS_ENV: &str = "SPLITKV_EXPIRY_CRASH_CERTS";
-/// The line the storage child prints once it serves, before its port.
-const STORAGE_READY: &str = "SPLITKV-EXPIRY-CRASH-STORAGE ";
-/// What the compute node logs once it serves, before its address.
-const COMPUTE_LISTEN: &str = "listen=";
 const PARTITIONS: usize = 4;
 /// Keys of each plain kind (long, absolute, none, short) in a round.
 const KEYS_PER_KIND: usize = 10;
@@ -48,119 +38,11 @@ const CHANGED_TTL_MS: u64 = 3000;
 /// Past the last short time to live on the test's clock, how long more the
 /// nodes stay down: the servers read a clock of millisecond granularity.
 const EXPIRY_MARGIN: Duration = Duration::from_millis(50);
-/// SIGKILL's number, which `kill -9` sends.
-const SIGKILL: i32 = 9;
-/// Longest wait for a node to report that it serves.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A child process killed with SIGKILL (and reaped) when dropped.
-struct KillOnDrop(Child);
-
-impl KillOnDrop {
-    /// `kill -9` and reap.
-    fn kill9(mut self, what: &str) {
-        self.0
-            .kill()
-            .unwrap_or_else(|e| panic!("kill -9 of the {what}: {e}"));
-        let status = self.0.wait().expect("reap");
-        assert_eq!(
-            status.signal(),
-            Some(SIGKILL),
-            "the {what} ended by itself ({status}) before the kill"
-        );
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Reads `input` line by line until it ends, echoing each line to stderr if
-/// `echo`, and sends what `pick` finds in a line.
-fn watch_lines(
-    input: impl Read + Send + 'static,
-    echo: bool,
-    pick: fn(&str) -> Option<String>,
-) -> mpsc::Receiver<String> {
-    let (found, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(input).lines() {
-            let Ok(line) = line else { break };
-            if echo {
-                eprintln!("{line}");
-            }
-            if let Some(hit) = pick(&line) {
-                let _ = found.send(hit);
-            }
-        }
-    });
-    receiver
-}
-
-/// The storage child: serves the data directory until it is killed (or its
-/// stdin closes, when the parent is gone).
-fn run_storage_child(data: &Path, certs: &Path) {
-    let mut config = storage_node::StorageConfig::new(data);
-    config.partitions = PARTITIONS;
-    let identity =
-        splitkv_common::tls::NodeIdentity::load(certs).expect("the storage node's certificates");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    std::thread::spawn(move || {
-        let mut rest = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut rest);
-        let _ = stop.send(());
-    });
-    storage_node::server::serve_blocking(
-        config,
-        &identity,
-        &storage_node::server::ServerConfig {
-            listen: "127.0.0.1:0".parse().expect("address"),
-            transport: splitkv_common::transport::TransportSettings::default(),
-            follow_stall_ms: splitkv_common::message::DEFAULT_FOLLOW_STALL_MS,
-        },
-        Some(2),
-        |addr, _| println!("{STORAGE_READY}{}", addr.port()),
-        async {
-            let _ = stopped.await;
-        },
-    )
-    .expect("the storage node serves");
-}
-
-/// The cluster's files: certificates and the storage node's data.
-struct Files {
-    _dir: tempfile::TempDir,
-    data: PathBuf,
-    storage_certs: PathBuf,
-    compute_certs: PathBuf,
-}
-
-impl Files {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let certs = dir.path().join("certs");
-        splitkv_common::certs::generate_cluster(
-            &certs,
-            &splitkv_common::certs::DEFAULT_STORAGE_NAMES,
-            false,
-        )
-        .expect("certificates");
-        Self {
-            data: dir.path().join("data"),
-            storage_certs: certs.join("storage"),
-            compute_certs: certs.join("compute"),
-            _dir: dir,
-        }
-    }
-}
 
 /// Both nodes, each a process of its own.
 struct Nodes {
-    storage: KillOnDrop,
-    compute: KillOnDrop,
+    storage: Process,
+    compute: Process,
     addr: SocketAddr,
 }
 
@@ -168,46 +50,10 @@ impl Nodes {
     /// Starts the storage node on `files`, then the compute node in front
     /// of it; returns once the compute node serves.
     fn start(files: &Files) -> Self {
-        let mut storage = Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--exact", TEST_NAME, "--nocapture"])
-            .env(CHILD_DATA_ENV, &files.data)
-            .env(CHILD_CERTS_ENV, &files.storage_certs)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn the storage node");
-        let stdout = storage.stdout.take().expect("storage stdout");
-        let storage = KillOnDrop(storage);
-        let port: u16 = watch_lines(stdout, false, |line| {
-            line.strip_prefix(STORAGE_READY).map(str::to_string)
-        })
-        .recv_timeout(START_TIMEOUT)
-        .expect("the storage node reports that it serves")
-        .parse()
-        .expect("port");
-        let mut compute = Command::new(env!("CARGO_BIN_EXE_compute-node"))
-            .arg("serve")
-            .args(["--storage", &format!("localhost:{port}")])
-            .arg("--certs")
-            .arg(&files.compute_certs)
-            .args(["--listen", "127.0.0.1:0"])
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn compute-node serve");
-        let stderr = compute.stderr.take().expect("compute stderr");
-        let compute = KillOnDrop(compute);
-        let addr = watch_lines(stderr, true, |line| {
-            let (_, rest) = line.split_once(COMPUTE_LISTEN)?;
-            rest.split_whitespace().next().map(str::to_string)
-        })
-        .recv_timeout(START_TIMEOUT)
-        .expect("the compute node reports its address")
-        .parse()
-        .expect("RESP address");
+        let (storage, port, _) =
+            process::start_storage(TEST_NAME, files, StorageSettings::new(PARTITIONS), |_| None);
+        let (compute, addr) =
+            process::start_compute("compute node", port, &files.compute_certs, &[], "info");
         Self {
             storage,
             compute,
@@ -220,8 +66,8 @@ impl Nodes {
         let Nodes {
             storage, compute, ..
         } = self;
-        storage.kill9("storage node");
-        compute.kill9("compute node");
+        storage.kill9();
+        compute.kill9();
     }
 }
 
@@ -559,11 +405,7 @@ fn check(addr: SocketAddr, step: &str, expect: &BTreeMap<String, Expect>) {
 
 #[test]
 fn times_to_live_survive_kill_9_of_both_nodes() {
-    if let (Some(data), Some(certs)) = (
-        std::env::var_os(CHILD_DATA_ENV),
-        std::env::var_os(CHILD_CERTS_ENV),
-    ) {
-        run_storage_child(Path::new(&data), Path::new(&certs));
+    if process::run_storage_child_if_asked() {
         return;
     }
     let files = Files::new();

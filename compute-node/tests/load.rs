@@ -10,32 +10,28 @@
 //! through a socket with small buffers so that the server has to hold back
 //! the replies it cannot send; it reads the rest of its replies at the end.
 
-#[allow(dead_code, reason = "the load test uses the storage node alone")]
+#[allow(dead_code, reason = "the load test does not signal its nodes")]
+mod process;
+#[allow(dead_code, reason = "the load test uses the values alone")]
 mod support;
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, ErrorKind, Read};
+use std::io::ErrorKind;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use support::{StorageNode, value_for};
+use process::{Files, StorageSettings, sample_rss, status_bytes};
+use support::value_for;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Barrier;
 
 const TEST_NAME: &str = "a_thousand_clients_get_what_they_set_in_bounded_memory";
-const STORAGE_CHILD_ENV: &str = "SPLITKV_LOAD_STORAGE_CHILD";
-/// The line the storage child prints once it serves; its port and the
-/// compute node's certificate directory follow.
-const STORAGE_READY: &str = "SPLITKV-LOAD-STORAGE ";
-/// What the compute node logs once it serves, before its address.
-const COMPUTE_LISTEN: &str = "listen=";
 const PARTITIONS: usize = 16;
+/// Each of the storage node's write buffers, in bytes.
+const STORAGE_BUFFER_BYTES: usize = 256 << 10;
 const CLIENTS: usize = 1000;
 /// One client in this many writes far faster than it reads.
 const FAST_CLIENT_EVERY: usize = 10;
@@ -64,146 +60,12 @@ const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// and is right under load, not how fast (scripts/bench-load.sh measures
 /// that, with the defaults).
 const REQUEST_TIMEOUT_MS: u64 = 60_000;
-/// Longest wait for a node to report that it serves.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 const RSS_SAMPLE_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Replies checked so far, by every client.
 static REPLIES_CHECKED: AtomicU64 = AtomicU64::new(0);
 /// Clients that have read all their replies.
 static CLIENTS_FINISHED: AtomicUsize = AtomicUsize::new(0);
-
-/// Longest wait for the storage child to stop once its stdin is closed.
-const STORAGE_STOP_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// A child process stopped (and reaped) when dropped: one whose stdin is
-/// ours stops when it closes (the storage child, which removes its data
-/// then) and is killed only if it does not within [`STORAGE_STOP_TIMEOUT`];
-/// any other is killed.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(stdin) = self.0.stdin.take() {
-            drop(stdin);
-            let deadline = Instant::now() + STORAGE_STOP_TIMEOUT;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.0.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Reads `input` line by line until it ends, echoing each line to stderr if
-/// `echo`, and sends what `pick` finds in a line.
-fn watch_lines(
-    input: impl Read + Send + 'static,
-    echo: bool,
-    pick: fn(&str) -> Option<String>,
-) -> mpsc::Receiver<String> {
-    let (found, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(input).lines() {
-            let Ok(line) = line else { break };
-            if echo {
-                eprintln!("{line}");
-            }
-            if let Some(hit) = pick(&line) {
-                let _ = found.send(hit);
-            }
-        }
-    });
-    receiver
-}
-
-/// The storage child: serves until its stdin closes.
-fn run_storage_child() {
-    let node = StorageNode::start(PARTITIONS);
-    println!(
-        "{STORAGE_READY}{} {}",
-        node.addr.port(),
-        node.compute_certs().display()
-    );
-    let mut rest = Vec::new();
-    let _ = std::io::stdin().read_to_end(&mut rest);
-    drop(node);
-}
-
-/// Starts the storage child; returns it, its port and the compute node's
-/// certificate directory.
-fn start_storage() -> (KillOnDrop, u16, PathBuf) {
-    let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", TEST_NAME, "--nocapture"])
-        .env(STORAGE_CHILD_ENV, "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the storage node");
-    let stdout = child.stdout.take().expect("storage stdout");
-    let child = KillOnDrop(child);
-    let ready = watch_lines(stdout, false, |line| {
-        line.strip_prefix(STORAGE_READY).map(str::to_string)
-    })
-    .recv_timeout(START_TIMEOUT)
-    .expect("the storage node reports that it serves");
-    let (port, certs) = ready.split_once(' ').expect("port and certificates");
-    (child, port.parse().expect("port"), PathBuf::from(certs))
-}
-
-/// Starts `compute-node serve` in front of the storage node on
-/// `storage_port`; returns it and its RESP address.
-fn start_compute(storage_port: u16, certs: &std::path::Path) -> (KillOnDrop, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_compute-node"))
-        .arg("serve")
-        .args(["--storage", &format!("localhost:{storage_port}")])
-        .arg("--certs")
-        .arg(certs)
-        .args(["--listen", "127.0.0.1:0"])
-        .args(["--request-timeout-ms", &REQUEST_TIMEOUT_MS.to_string()])
-        .env("RUST_LOG", "info,compute_node::resp=debug")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn compute-node serve");
-    let stderr = child.stderr.take().expect("compute stderr");
-    let child = KillOnDrop(child);
-    let addr = watch_lines(stderr, true, |line| {
-        let (_, rest) = line.split_once(COMPUTE_LISTEN)?;
-        rest.split_whitespace().next().map(str::to_string)
-    })
-    .recv_timeout(START_TIMEOUT)
-    .expect("the compute node reports its address");
-    (child, addr.parse().expect("RESP address"))
-}
-
-/// A field of /proc/PID/status in bytes (VmRSS, VmHWM).
-fn status_bytes(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// Samples the resident memory of `pids` until `stop` is set; returns the
-/// largest sample of each.
-fn sample_rss(pids: Vec<u32>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<u64>> {
-    std::thread::spawn(move || {
-        let mut peaks = vec![0; pids.len()];
-        while !stop.load(Ordering::Relaxed) {
-            for (peak, pid) in peaks.iter_mut().zip(&pids) {
-                *peak = (*peak).max(status_bytes(*pid, "VmRSS:").unwrap_or(0));
-            }
-            std::thread::sleep(RSS_SAMPLE_INTERVAL);
-        }
-        peaks
-    })
-}
 
 fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
@@ -451,15 +313,30 @@ async fn run_clients(addr: SocketAddr) -> Vec<Result<ClientReport, String>> {
 
 #[test]
 fn a_thousand_clients_get_what_they_set_in_bounded_memory() {
-    if std::env::var_os(STORAGE_CHILD_ENV).is_some() {
-        run_storage_child();
+    if process::run_storage_child_if_asked() {
         return;
     }
-    let (storage, storage_port, certs) = start_storage();
-    let (compute, addr) = start_compute(storage_port, &certs);
-    let pids = vec![compute.0.id(), storage.0.id()];
+    let files = Files::new();
+    let settings = StorageSettings {
+        buffer_bytes: STORAGE_BUFFER_BYTES,
+        ..StorageSettings::new(PARTITIONS)
+    };
+    let (storage, storage_port, _) = process::start_storage(TEST_NAME, &files, settings, |_| None);
+    let (compute, addr) = process::start_compute(
+        "compute node",
+        storage_port,
+        &files.compute_certs,
+        &["--request-timeout-ms", &REQUEST_TIMEOUT_MS.to_string()],
+        "info,compute_node::resp=debug",
+    );
+    let pids = vec![compute.pid(), storage.pid()];
     let stop = Arc::new(AtomicBool::new(false));
-    let sampler = sample_rss(pids.clone(), Arc::clone(&stop));
+    let sampler = sample_rss(
+        pids.clone(),
+        "VmRSS:",
+        Arc::clone(&stop),
+        RSS_SAMPLE_INTERVAL,
+    );
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -824,6 +824,9 @@ impl StorageClient {
         let missed = || ClientError::DeadlineExceeded {
             after_ms: self.state.config.request_timeout_ms,
         };
+        // A followed stream keeps the client's half open for its reports
+        // of what it has taken; any other is finished after the request.
+        let follow = idle == BulkIdle::Unbounded;
         let start = async {
             let (mut send, recv) = live
                 .conn
@@ -833,10 +836,12 @@ impl StorageClient {
             send.write_all(&frame)
                 .await
                 .map_err(|e| link::write_error(&self.state, e))?;
-            let _ = send.finish();
-            Ok::<_, ClientError>(recv)
+            if !follow {
+                let _ = send.finish();
+            }
+            Ok::<_, ClientError>((send, recv))
         };
-        let mut recv = tokio::time::timeout(self.timeout(), start)
+        let (mut send, mut recv) = tokio::time::timeout(self.timeout(), start)
             .await
             .map_err(|_| missed())??;
         let buffer = self.state.bulk_buffers.lock().pop().unwrap_or_default();
@@ -851,6 +856,8 @@ impl StorageClient {
             BulkIdle::Deadline => self.timeout(),
             BulkIdle::Unbounded => Duration::MAX,
         };
+        let mut taken_bytes = 0;
+        let mut taken = TakenReport::default();
         let result = loop {
             let read = recv.read_chunk(4 << 20, true);
             let chunk = match tokio::time::timeout(wait_limit, read).await {
@@ -868,8 +875,16 @@ impl StorageClient {
             if let Err(e) = decoder.push(&chunk.bytes) {
                 break Err(ClientError::Protocol(e.to_string()));
             }
-            if let Some(done) = deliver_frames(&mut decoder, &mut on_frame) {
+            if let Some(done) = deliver_frames(&mut decoder, &mut taken_bytes, &mut on_frame) {
                 break done;
+            }
+            if follow && let Some(report) = taken.due(taken_bytes) {
+                let write = send.write_all(&report);
+                match tokio::time::timeout(self.timeout(), write).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => break Err(link::write_error(&self.state, e)),
+                    Err(_) => break Err(missed()),
+                }
             }
         };
         let mut pool = self.state.bulk_buffers.lock();
@@ -1015,13 +1030,36 @@ enum BulkIdle {
     Unbounded,
 }
 
+/// When a reader says what it has taken of a followed stream.
+#[derive(Default)]
+struct TakenReport {
+    /// Frame bytes taken as last reported.
+    reported: u64,
+}
+
+impl TakenReport {
+    /// With `frame_bytes` taken since the stream began, the report to send
+    /// once [`message::FOLLOW_REPORT_BYTES`] more have been taken since the
+    /// last one.
+    fn due(&mut self, frame_bytes: u64) -> Option<Bytes> {
+        if frame_bytes - self.reported < message::FOLLOW_REPORT_BYTES {
+            return None;
+        }
+        self.reported = frame_bytes;
+        let body = RequestBody::FollowTaken { frame_bytes };
+        Some(encode_frame(&Request { id: 0, body }, &[]))
+    }
+}
+
 /// Receive buffers of bulk transfers kept for reuse.
 const BULK_BUFFERS_KEPT: usize = 8;
 
-/// Hands each complete frame to `on_frame`; `Some` once the transfer is
-/// over (its last frame delivered, or an error).
+/// Hands each complete frame to `on_frame`, adding its blob's length to
+/// `blob_bytes`; `Some` once the transfer is over (its last frame
+/// delivered, or an error).
 fn deliver_frames(
     decoder: &mut FrameDecoder,
+    blob_bytes: &mut u64,
     on_frame: &mut impl FnMut(ResponseBody, Bytes) -> Result<bool, ClientError>,
 ) -> Option<Result<(), ClientError>> {
     loop {
@@ -1030,6 +1068,7 @@ fn deliver_frames(
             Ok(None) => return None,
             Err(e) => return Some(Err(ClientError::Protocol(e.to_string()))),
         };
+        *blob_bytes += frame.blob.len() as u64;
         let outcome = message::decode_response(&frame)
             .map_err(|e| ClientError::Protocol(e.to_string()))
             .and_then(|response| response.body.map_err(ClientError::Storage))

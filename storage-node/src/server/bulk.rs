@@ -76,11 +76,19 @@ async fn serve_stream(
         RequestBody::ExportKeyLog {
             partition,
             from_seq,
-        } => stream_keylog(context, conn, send, id, partition as usize, from_seq, false).await?,
+        } => stream_keylog(context, conn, send, None, id, partition as usize, from_seq).await?,
         RequestBody::FollowKeyLog {
             partition,
             from_seq,
-        } => stream_keylog(context, conn, send, id, partition as usize, from_seq, true).await?,
+        } => {
+            let reports = Reports {
+                recv,
+                decoder: &mut decoder,
+                taken_bytes: 0,
+            };
+            let partition = partition as usize;
+            stream_keylog(context, conn, send, Some(reports), id, partition, from_seq).await?
+        }
         _ => {
             let reason =
                 "only range reads and key-log exports travel on their own streams".to_string();
@@ -96,22 +104,81 @@ async fn serve_stream(
     Ok(())
 }
 
+/// A followed stream's reports of what the reader has taken
+/// ([`RequestBody::FollowTaken`]), read from the reader's half.
+struct Reports<'a> {
+    recv: &'a mut quinn::RecvStream,
+    decoder: &'a mut FrameDecoder,
+    /// Frame bytes the reader has reported taking.
+    taken_bytes: u64,
+}
+
+impl Reports<'_> {
+    /// Waits for the next report (of at most `sent_bytes`); `Ok(false)`
+    /// once the reader's half has ended. Cancel-safe.
+    async fn next(&mut self, sent_bytes: u64) -> Result<bool, String> {
+        let Some(frame) = next_frame(self.recv, self.decoder).await? else {
+            return Ok(false);
+        };
+        match message::decode_request(&frame)
+            .map_err(|e| e.to_string())?
+            .body
+        {
+            RequestBody::FollowTaken { frame_bytes } if frame_bytes <= sent_bytes => {
+                self.taken_bytes = self.taken_bytes.max(frame_bytes);
+                Ok(true)
+            }
+            RequestBody::FollowTaken { frame_bytes } => Err(format!(
+                "a reader reported taking {frame_bytes} bytes of {sent_bytes} sent"
+            )),
+            _ => Err("only reports of what was taken travel on a followed stream".into()),
+        }
+    }
+}
+
+/// Logs and counts the end of a followed stream whose reader took nothing
+/// for `stall_ms`, and resets it.
+fn cut_stalled(
+    context: &ServerContext,
+    conn: &quinn::Connection,
+    send: &mut quinn::SendStream,
+    partition: usize,
+    stall_ms: u64,
+) {
+    tracing::warn!(
+        peer = %conn.remote_address(),
+        partition,
+        "closing the key-log stream of a reader that took nothing for {stall_ms} ms"
+    );
+    context
+        .stalled_streams_closed
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let _ = send.reset(quinn::VarInt::from_u32(0));
+}
+
 /// Streams `partition`'s key log from `from_seq` on, a chunk of about
-/// [`EXPORT_CHUNK_BYTES`] at a time, until it has caught up with the end;
-/// with `follow`, then waits for each append (costing nothing while none
-/// comes) and streams it too, until the peer goes or stops taking the
-/// bytes for the stall bound ([`super::ServerConfig::follow_stall_ms`]).
-/// Returns a protocol violation only.
+/// [`EXPORT_CHUNK_BYTES`] at a time, until it has caught up with the end.
+/// With `reports` (a followed stream), then waits for each append (costing
+/// nothing while none comes) and streams it too, never more than
+/// [`message::FOLLOW_WINDOW_BYTES`] past what the reader has reported
+/// taking, until the peer goes or takes nothing for the stall bound
+/// ([`super::ServerConfig::follow_stall_ms`]). Returns a protocol violation
+/// only.
 async fn stream_keylog(
     context: &Arc<ServerContext>,
     conn: &quinn::Connection,
     send: &mut quinn::SendStream,
+    mut reports: Option<Reports<'_>>,
     id: u64,
     partition: usize,
     from_seq: u64,
-    follow: bool,
 ) -> Result<(), String> {
-    let mut grown = match follow.then(|| context.engine.watch_keylog(partition)) {
+    let stall_ms = context.follow_stall_ms;
+    let stall = Duration::from_millis(stall_ms);
+    let mut grown = match reports
+        .is_some()
+        .then(|| context.engine.watch_keylog(partition))
+    {
         Some(Err(e)) => {
             let frame = encode_response(&mut BytesMut::new(), id, Err(e.into_wire()));
             let _ = send.write_all(&frame).await;
@@ -121,9 +188,23 @@ async fn stream_keylog(
         None => None,
     };
     let mut position = 0;
+    let mut sent_bytes = 0;
     let mut caught_up_told = false;
     let mut scratch = BytesMut::new();
     loop {
+        if let Some(reports) = &mut reports {
+            while sent_bytes - reports.taken_bytes > message::FOLLOW_WINDOW_BYTES {
+                match tokio::time::timeout(stall, reports.next(sent_bytes)).await {
+                    Ok(Ok(true)) => {}
+                    Ok(Ok(false)) => return Ok(()),
+                    Ok(Err(violation)) => return Err(violation),
+                    Err(_) => {
+                        cut_stalled(context, conn, send, partition, stall_ms);
+                        return Ok(());
+                    }
+                }
+            }
+        }
         if let Some(grown) = &mut grown {
             // Seen before reading, so an append after the read wakes the
             // wait below.
@@ -162,21 +243,13 @@ async fn stream_keylog(
                 message::encode_head(&mut scratch, &response, frames.len()),
                 Bytes::from(frames),
             ];
+            let frame_bytes = chunks[1].len() as u64;
             let write = send.write_all_chunks(&mut chunks);
-            let stall_ms = context.follow_stall_ms;
-            match tokio::time::timeout(Duration::from_millis(stall_ms), write).await {
-                Ok(Ok(())) => {}
+            match tokio::time::timeout(stall, write).await {
+                Ok(Ok(())) => sent_bytes += frame_bytes,
                 Ok(Err(_)) => return Ok(()),
                 Err(_) => {
-                    tracing::warn!(
-                        peer = %conn.remote_address(),
-                        partition,
-                        "closing the key-log stream of a reader that took nothing for {stall_ms} ms"
-                    );
-                    context
-                        .stalled_streams_closed
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let _ = send.reset(quinn::VarInt::from_u32(0));
+                    cut_stalled(context, conn, send, partition, stall_ms);
                     return Ok(());
                 }
             }
@@ -185,17 +258,26 @@ async fn stream_keylog(
         if !done {
             continue;
         }
-        let Some(grown) = &mut grown else {
+        let (Some(grown), Some(reports)) = (&mut grown, &mut reports) else {
             return Ok(());
         };
-        tokio::select! {
-            changed = grown.changed() => {
-                if changed.is_err() {
-                    return Ok(());
+        // Reports read while waiting keep the reader's half drained.
+        loop {
+            tokio::select! {
+                changed = grown.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    break;
                 }
+                report = reports.next(sent_bytes) => match report {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(()),
+                    Err(violation) => return Err(violation),
+                },
+                _ = conn.closed() => return Ok(()),
+                _ = send.stopped() => return Ok(()),
             }
-            _ = conn.closed() => return Ok(()),
-            _ = send.stopped() => return Ok(()),
         }
     }
 }

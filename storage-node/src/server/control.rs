@@ -401,7 +401,8 @@ async fn handle(
         }
         RequestBody::ReadRange { .. }
         | RequestBody::ExportKeyLog { .. }
-        | RequestBody::FollowKeyLog { .. } => {
+        | RequestBody::FollowKeyLog { .. }
+        | RequestBody::FollowTaken { .. } => {
             let reason = "bulk requests travel on a stream of their own".to_string();
             out.push(encode_response(
                 scratch,
