@@ -99,7 +99,9 @@ caught_up() {
   [ "${seq:-0}" -ge "$2" ] && [ "$entries" = 0 ]
 }
 now() { date +%s.%N; }
-rss_kib() { awk '$1=="VmRSS:"{print $2}' "/proc/$1/status"; }
+# rss_kib PID [FIELD]: VmRSS (or FIELD, e.g. RssAnon: what the process
+# allocated itself, not its mapped files) in KiB.
+rss_kib() { awk -v f="${2:-VmRSS}:" '$1==f{print $2}' "/proc/$1/status"; }
 mib() { awk -v k="$1" 'BEGIN{printf "%.1f MiB", k/1024}'; }
 # ticks PID...: CPU time (user + system) of the processes, in clock ticks.
 ticks() {
@@ -238,13 +240,16 @@ printf '%s\n' "${summary[@]}"
 
 # measure_writes LABEL: the writer's SET ops/s over stop_secs, after a
 # second of warm-up; per-second figures, CPU and the storage node's RSS
-# (its logs are mapped, so it grows with the data too). Sets `measured`,
-# `rss_before`, `rss_peak` and `rss_after`.
+# (its logs are mapped, so it grows with the data too; RssAnon leaves the
+# mapped files out). Sets `measured`, `rss_before`, `rss_peak` and
+# `rss_after`.
 measure_writes() {
   local label=$1 p0 t0 p1 prev cur per=() lo hi c0w c1w c0r c1r
-  local c0 c1 b0 b1 t0m t1m secs
+  local c0 c1 b0 b1 t0m t1m secs anon_before anon_peak anon_after
   rss_before=$(rss_kib "$storage")
   rss_peak=$rss_before
+  anon_before=$(rss_kib "$storage" RssAnon)
+  anon_peak=$anon_before
   start_writes
   sleep 1
   p0=$(field 16580 splitkv puts)
@@ -259,6 +264,8 @@ measure_writes() {
     prev=$cur
     cur=$(rss_kib "$storage")
     [ "$cur" -gt "$rss_peak" ] && rss_peak=$cur
+    cur=$(rss_kib "$storage" RssAnon)
+    [ "$cur" -gt "$anon_peak" ] && anon_peak=$cur
   done
   p1=$(field 16580 splitkv puts)
   secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.3f", b-a}')
@@ -267,6 +274,7 @@ measure_writes() {
   read -r b1 t1m <<<"$(machine)"
   stop_writes
   rss_after=$(rss_kib "$storage")
+  anon_after=$(rss_kib "$storage" RssAnon)
   lo=$(printf '%s\n' "${per[@]}" | sort -n | head -1)
   hi=$(printf '%s\n' "${per[@]}" | sort -n | tail -1)
   printf '%-32s SET %6d ops/s  (per second: min %d, max %d)  cpu %%: storage %s, writer %s, readers %s, machine %s\n' \
@@ -274,6 +282,7 @@ measure_writes() {
     "$(pct $((c1r - c0r)) "$secs")" \
     "$(awk -v b=$((b1 - b0)) -v t=$((t1m - t0m)) -v c="$cores" 'BEGIN{printf "%.0f", t ? 100*c*b/t : 0}')"
   echo "    storage node RSS: before $(mib "$rss_before"), peak $(mib "$rss_peak"), after $(mib "$rss_after")"
+  echo "    storage node RssAnon: before $(mib "$anon_before"), peak $(mib "$anon_peak"), after $(mib "$anon_after")"
 }
 
 echo "== a stopped reader: writer SET -c 16 -d 4096 -r $keys, $stop_secs s each, readers idle"

@@ -26,17 +26,29 @@ use crate::frame::{self, RawFrame};
 /// number).
 pub const DEFAULT_FOLLOW_STALL_MS: u64 = 10_000;
 
-/// Bytes of key-log frames a storage node sends on a followed stream
-/// beyond what the reader has reported taking
-/// ([`RequestBody::FollowTaken`]): what the node holds for one stream of a
-/// reader that stops reading is bounded by this and one export chunk.
+/// What a storage node sends on a followed stream beyond what the reader
+/// has reported taking ([`RequestBody::FollowTaken`]), counted as
+/// [`follow_chunk_cost`]: what the node holds for one stream of a reader
+/// that stops reading is bounded by this and one export chunk.
 pub const FOLLOW_WINDOW_BYTES: u64 = 1 << 20;
 
+/// What each chunk of a followed stream counts toward
+/// [`FOLLOW_WINDOW_BYTES`] beyond its frame bytes: its head and the
+/// buffers that carry it, so that many chunks of one small append each are
+/// bounded as well as a few large ones.
+pub const FOLLOW_CHUNK_OVERHEAD_BYTES: u64 = 256;
+
 /// A reader reports what it has taken of a followed stream once it has
-/// taken this many bytes more than it last reported (a quarter of
+/// taken this much more than it last reported (a quarter of
 /// [`FOLLOW_WINDOW_BYTES`], so the node never waits on a reader that keeps
 /// up).
 pub const FOLLOW_REPORT_BYTES: u64 = FOLLOW_WINDOW_BYTES / 4;
+
+/// What a chunk of `frame_bytes` key-log frames counts toward
+/// [`FOLLOW_WINDOW_BYTES`]; the node and the reader count alike.
+pub fn follow_chunk_cost(frame_bytes: usize) -> u64 {
+    frame_bytes as u64 + FOLLOW_CHUNK_OVERHEAD_BYTES
+}
 
 /// Version of this protocol; a node refuses a peer that speaks another.
 pub const PROTOCOL_VERSION: u32 = 6;
@@ -148,8 +160,7 @@ pub enum RequestBody<'a> {
     /// the end is marked `done`; later chunks come as frames are appended
     /// (each `done` too). The reader keeps its half of the stream open and
     /// reports on it what it has taken ([`RequestBody::FollowTaken`]); the
-    /// node sends at most [`FOLLOW_WINDOW_BYTES`] of frames past the last
-    /// report, and a reader that reports nothing more for
+    /// node sends at most [`FOLLOW_WINDOW_BYTES`] past the last report, and a reader that reports nothing more for
     /// [`DEFAULT_FOLLOW_STALL_MS`] (the storage node's setting) while the
     /// node waits on it is cut off.
     FollowKeyLog {
@@ -158,12 +169,11 @@ pub enum RequestBody<'a> {
         /// Only frames with an entry at or above this sequence number.
         from_seq: u64,
     },
-    /// On a followed stream, from the reader: it has taken `frame_bytes` of
-    /// the key-log frames sent on it so far (a running total of the chunks'
-    /// frame bytes, the response heads not counted).
+    /// On a followed stream, from the reader: the chunks it has taken so
+    /// far, as the running total of their [`follow_chunk_cost`].
     FollowTaken {
-        /// Frame bytes taken since the stream began.
-        frame_bytes: u64,
+        /// Cost of the chunks taken since the stream began.
+        cost_bytes: u64,
     },
     /// Delete every key (FLUSHALL): a clear entry goes into every
     /// partition's key log, each with a sequence number of its own; answered with

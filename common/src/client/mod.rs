@@ -856,7 +856,7 @@ impl StorageClient {
             BulkIdle::Deadline => self.timeout(),
             BulkIdle::Unbounded => Duration::MAX,
         };
-        let mut taken_bytes = 0;
+        let mut taken_cost = 0;
         let mut taken = TakenReport::default();
         let result = loop {
             let read = recv.read_chunk(4 << 20, true);
@@ -875,10 +875,10 @@ impl StorageClient {
             if let Err(e) = decoder.push(&chunk.bytes) {
                 break Err(ClientError::Protocol(e.to_string()));
             }
-            if let Some(done) = deliver_frames(&mut decoder, &mut taken_bytes, &mut on_frame) {
+            if let Some(done) = deliver_frames(&mut decoder, &mut taken_cost, &mut on_frame) {
                 break done;
             }
-            if follow && let Some(report) = taken.due(taken_bytes) {
+            if follow && let Some(report) = taken.due(taken_cost) {
                 let write = send.write_all(&report);
                 match tokio::time::timeout(self.timeout(), write).await {
                     Ok(Ok(())) => {}
@@ -1033,20 +1033,20 @@ enum BulkIdle {
 /// When a reader says what it has taken of a followed stream.
 #[derive(Default)]
 struct TakenReport {
-    /// Frame bytes taken as last reported.
+    /// Cost of the chunks taken, as last reported.
     reported: u64,
 }
 
 impl TakenReport {
-    /// With `frame_bytes` taken since the stream began, the report to send
-    /// once [`message::FOLLOW_REPORT_BYTES`] more have been taken since the
-    /// last one.
-    fn due(&mut self, frame_bytes: u64) -> Option<Bytes> {
-        if frame_bytes - self.reported < message::FOLLOW_REPORT_BYTES {
+    /// With chunks of `cost_bytes` taken since the stream began, the report
+    /// to send once [`message::FOLLOW_REPORT_BYTES`] more have been taken
+    /// since the last one.
+    fn due(&mut self, cost_bytes: u64) -> Option<Bytes> {
+        if cost_bytes - self.reported < message::FOLLOW_REPORT_BYTES {
             return None;
         }
-        self.reported = frame_bytes;
-        let body = RequestBody::FollowTaken { frame_bytes };
+        self.reported = cost_bytes;
+        let body = RequestBody::FollowTaken { cost_bytes };
         Some(encode_frame(&Request { id: 0, body }, &[]))
     }
 }
@@ -1054,12 +1054,12 @@ impl TakenReport {
 /// Receive buffers of bulk transfers kept for reuse.
 const BULK_BUFFERS_KEPT: usize = 8;
 
-/// Hands each complete frame to `on_frame`, adding its blob's length to
-/// `blob_bytes`; `Some` once the transfer is over (its last frame
-/// delivered, or an error).
+/// Hands each complete frame to `on_frame`, adding its
+/// [`message::follow_chunk_cost`] to `cost_bytes`; `Some` once the
+/// transfer is over (its last frame delivered, or an error).
 fn deliver_frames(
     decoder: &mut FrameDecoder,
-    blob_bytes: &mut u64,
+    cost_bytes: &mut u64,
     on_frame: &mut impl FnMut(ResponseBody, Bytes) -> Result<bool, ClientError>,
 ) -> Option<Result<(), ClientError>> {
     loop {
@@ -1068,7 +1068,7 @@ fn deliver_frames(
             Ok(None) => return None,
             Err(e) => return Some(Err(ClientError::Protocol(e.to_string()))),
         };
-        *blob_bytes += frame.blob.len() as u64;
+        *cost_bytes += message::follow_chunk_cost(frame.blob.len());
         let outcome = message::decode_response(&frame)
             .map_err(|e| ClientError::Protocol(e.to_string()))
             .and_then(|response| response.body.map_err(ClientError::Storage))

@@ -84,7 +84,7 @@ async fn serve_stream(
             let reports = Reports {
                 recv,
                 decoder: &mut decoder,
-                taken_bytes: 0,
+                taken_cost: 0,
             };
             let partition = partition as usize;
             stream_keylog(context, conn, send, Some(reports), id, partition, from_seq).await?
@@ -109,14 +109,15 @@ async fn serve_stream(
 struct Reports<'a> {
     recv: &'a mut quinn::RecvStream,
     decoder: &'a mut FrameDecoder,
-    /// Frame bytes the reader has reported taking.
-    taken_bytes: u64,
+    /// Cost ([`message::follow_chunk_cost`]) of the chunks the reader has
+    /// reported taking.
+    taken_cost: u64,
 }
 
 impl Reports<'_> {
-    /// Waits for the next report (of at most `sent_bytes`); `Ok(false)`
+    /// Waits for the next report (of at most `sent_cost`); `Ok(false)`
     /// once the reader's half has ended. Cancel-safe.
-    async fn next(&mut self, sent_bytes: u64) -> Result<bool, String> {
+    async fn next(&mut self, sent_cost: u64) -> Result<bool, String> {
         let Some(frame) = next_frame(self.recv, self.decoder).await? else {
             return Ok(false);
         };
@@ -124,12 +125,12 @@ impl Reports<'_> {
             .map_err(|e| e.to_string())?
             .body
         {
-            RequestBody::FollowTaken { frame_bytes } if frame_bytes <= sent_bytes => {
-                self.taken_bytes = self.taken_bytes.max(frame_bytes);
+            RequestBody::FollowTaken { cost_bytes } if cost_bytes <= sent_cost => {
+                self.taken_cost = self.taken_cost.max(cost_bytes);
                 Ok(true)
             }
-            RequestBody::FollowTaken { frame_bytes } => Err(format!(
-                "a reader reported taking {frame_bytes} bytes of {sent_bytes} sent"
+            RequestBody::FollowTaken { cost_bytes } => Err(format!(
+                "a reader reported taking {cost_bytes} bytes of {sent_cost} sent"
             )),
             _ => Err("only reports of what was taken travel on a followed stream".into()),
         }
@@ -188,13 +189,15 @@ async fn stream_keylog(
         None => None,
     };
     let mut position = 0;
-    let mut sent_bytes = 0;
+    // What was sent, counted as the reader counts what it takes.
+    let mut sent_cost = 0;
     let mut caught_up_told = false;
     let mut scratch = BytesMut::new();
+    let mut export_buffer = Vec::with_capacity(EXPORT_CHUNK_BYTES + 4096);
     loop {
         if let Some(reports) = &mut reports {
-            while sent_bytes - reports.taken_bytes > message::FOLLOW_WINDOW_BYTES {
-                match tokio::time::timeout(stall, reports.next(sent_bytes)).await {
+            while sent_cost - reports.taken_cost > message::FOLLOW_WINDOW_BYTES {
+                match tokio::time::timeout(stall, reports.next(sent_cost)).await {
                     Ok(Ok(true)) => {}
                     Ok(Ok(false)) => return Ok(()),
                     Ok(Err(violation)) => return Err(violation),
@@ -210,23 +213,37 @@ async fn stream_keylog(
             // wait below.
             grown.borrow_and_update();
         }
+        // One export buffer for the stream's life; what is sent is a copy
+        // of just the frames, so that a chunk of a few bytes (one append)
+        // does not keep a whole buffer alive until the reader acknowledges
+        // it.
+        let buffer = std::mem::take(&mut export_buffer);
         let chunk = context
             .disk_read(move |engine| {
-                let mut out = Vec::with_capacity(EXPORT_CHUNK_BYTES + 4096);
-                engine
-                    .export_keylog(partition, position, from_seq, EXPORT_CHUNK_BYTES, &mut out)
-                    .map(|progress| (progress, out))
+                let mut out = buffer;
+                out.clear();
+                let progress = engine.export_keylog(
+                    partition,
+                    position,
+                    from_seq,
+                    EXPORT_CHUNK_BYTES,
+                    &mut out,
+                );
+                (progress, out)
             })
             .await
             .ok_or("a key-log export failed")?;
-        let (progress, frames) = match chunk {
-            Ok(chunk) => chunk,
+        let (progress, buffer) = chunk;
+        let progress = match progress {
+            Ok(progress) => progress,
             Err(e) => {
                 let frame = encode_response(&mut scratch, id, Err(e.into_wire()));
                 let _ = send.write_all(&frame).await;
                 return Ok(());
             }
         };
+        let frames = Bytes::copy_from_slice(&buffer);
+        export_buffer = buffer;
         let done = progress.next >= progress.end;
         if !frames.is_empty() || (done && !caught_up_told) {
             caught_up_told |= done;
@@ -241,12 +258,12 @@ async fn stream_keylog(
             // The frames go out as they are, after the head.
             let mut chunks = [
                 message::encode_head(&mut scratch, &response, frames.len()),
-                Bytes::from(frames),
+                frames,
             ];
-            let frame_bytes = chunks[1].len() as u64;
+            let cost = message::follow_chunk_cost(chunks[1].len());
             let write = send.write_all_chunks(&mut chunks);
             match tokio::time::timeout(stall, write).await {
-                Ok(Ok(())) => sent_bytes += frame_bytes,
+                Ok(Ok(())) => sent_cost += cost,
                 Ok(Err(_)) => return Ok(()),
                 Err(_) => {
                     cut_stalled(context, conn, send, partition, stall_ms);
@@ -270,7 +287,7 @@ async fn stream_keylog(
                     }
                     break;
                 }
-                report = reports.next(sent_bytes) => match report {
+                report = reports.next(sent_cost) => match report {
                     Ok(true) => {}
                     Ok(false) => return Ok(()),
                     Err(violation) => return Err(violation),
