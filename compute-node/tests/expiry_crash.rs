@@ -64,7 +64,9 @@ impl Nodes {
     /// `kill -9` of the storage node, then of the compute node.
     fn kill9(self) {
         let Nodes {
-            storage, compute, ..
+            mut storage,
+            mut compute,
+            ..
         } = self;
         storage.kill9();
         compute.kill9();

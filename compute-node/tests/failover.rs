@@ -12,6 +12,9 @@
 //!   itself fenced when it runs again: the write it was sent while frozen,
 //!   and every later one, get the fenced error, and the promoted node's
 //!   value stands.
+//! * The storage node is killed with SIGKILL while two readers follow, and
+//!   started again on its data: the writer's later overwrites and deletes
+//!   reach both readers, and neither serves a value from before them.
 //! * A reader that stops reading (SIGSTOP) is cut off by the storage node,
 //!   whose memory stays bounded while the writer goes on writing far more
 //!   than that bound; once it runs again it catches up.
@@ -373,6 +376,82 @@ fn a_frozen_writer_is_fenced_when_it_runs_again_after_a_promotion() {
         "a later SET on the old writer",
     );
     assert_eq!(get(&mut reader, "k"), Some("new".into()));
+}
+
+const STORAGE_KILL_TEST: &str =
+    "readers_follow_again_after_kill_9_of_the_storage_node_and_serve_no_stale_value";
+/// Keys written before and after the storage node's restart.
+const RESTART_KEYS: usize = 200;
+
+fn restart_key(n: usize) -> String {
+    format!("restart:{n}")
+}
+
+/// What key `n` holds once the writes after the restart are done:
+/// overwritten if even, deleted if odd.
+fn after_restart(n: usize) -> State {
+    n.is_multiple_of(2).then(|| format!("after:{n}"))
+}
+
+#[test]
+fn readers_follow_again_after_kill_9_of_the_storage_node_and_serve_no_stale_value() {
+    if process::run_storage_child_if_asked() {
+        return;
+    }
+    let mut cluster = Cluster::start(STORAGE_KILL_TEST, StorageSettings::new(PARTITIONS), |_| {
+        None
+    });
+    let (_second, second_addr) = process::start_compute(
+        "second reader",
+        cluster.storage_port,
+        &cluster.files.compute_certs,
+        &["--read-only"],
+        "info",
+    );
+    let mut writer = connect(cluster.writer_addr);
+    let mut readers = [connect(cluster.reader_addr), connect(second_addr)];
+    for n in 0..RESTART_KEYS {
+        let (key, value) = (restart_key(n), format!("before:{n}"));
+        assert_eq!(
+            call(&mut writer, &[b"SET", key.as_bytes(), value.as_bytes()]),
+            Ok(Value::Okay)
+        );
+    }
+    let last = RESTART_KEYS - 1;
+    for reader in &mut readers {
+        let want = Some(format!("before:{last}"));
+        wait_for(reader, &restart_key(last), &want, "a reader follows");
+    }
+
+    cluster.storage.kill9();
+    let settings = StorageSettings {
+        port: cluster.storage_port,
+        ..StorageSettings::new(PARTITIONS)
+    };
+    let (storage, _, _) =
+        process::start_storage(STORAGE_KILL_TEST, &cluster.files, settings, |_| None);
+    cluster.storage = storage;
+    // The writer reconnects: a write refused meanwhile is sent again.
+    for n in 0..RESTART_KEYS {
+        let key = restart_key(n);
+        let value = after_restart(n);
+        let args: Vec<&[u8]> = match &value {
+            Some(value) => vec![b"SET", key.as_bytes(), value.as_bytes()],
+            None => vec![b"DEL", key.as_bytes()],
+        };
+        let deadline = Instant::now() + EVENT_TIMEOUT;
+        while let Err(e) = call(&mut writer, &args) {
+            assert!(Instant::now() < deadline, "{key} after the restart: {e}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    for (i, reader) in readers.iter_mut().enumerate() {
+        let what = format!("reader {i} after the storage node's restart");
+        wait_for(reader, &restart_key(last), &after_restart(last), &what);
+        for n in 0..RESTART_KEYS {
+            assert_eq!(get(reader, &restart_key(n)), after_restart(n), "{what}");
+        }
+    }
 }
 
 const STOP_TEST: &str = "a_stopped_reader_is_cut_off_and_the_storage_node_stays_bounded";

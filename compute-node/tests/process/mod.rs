@@ -25,6 +25,8 @@ const STORAGE_READY: &str = "SPLITKV-TEST-STORAGE ";
 const COMPUTE_LISTEN: &str = "listen=";
 /// SIGKILL's number, which `kill -9` sends.
 const SIGKILL: i32 = 9;
+/// Longest wait for the data directory's lock at a restart.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
 /// Longest wait for a node to report that it serves.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -41,7 +43,7 @@ impl Process {
     }
 
     /// `kill -9` and reap; panics if the process had ended by itself.
-    pub fn kill9(mut self) {
+    pub fn kill9(&mut self) {
         self.child
             .kill()
             .unwrap_or_else(|e| panic!("kill -9 of the {}: {e}", self.what));
@@ -164,6 +166,8 @@ pub struct StorageSettings {
     pub buffer_bytes: usize,
     /// [`storage_node::server::ServerConfig::follow_stall_ms`].
     pub follow_stall_ms: u64,
+    /// The UDP port to serve on; 0 for any free one.
+    pub port: u16,
 }
 
 impl StorageSettings {
@@ -174,13 +178,14 @@ impl StorageSettings {
             partitions,
             buffer_bytes: storage_node::StorageConfig::new("unused").buffer_bytes,
             follow_stall_ms: splitkv_common::message::DEFAULT_FOLLOW_STALL_MS,
+            port: 0,
         }
     }
 
     fn to_env(self) -> String {
         format!(
-            "{} {} {}",
-            self.partitions, self.buffer_bytes, self.follow_stall_ms
+            "{} {} {} {}",
+            self.partitions, self.buffer_bytes, self.follow_stall_ms, self.port
         )
     }
 
@@ -189,13 +194,14 @@ impl StorageSettings {
             .split(' ')
             .map(|n| n.parse().expect("a storage setting"))
             .collect();
-        let [partitions, buffer_bytes, follow_stall_ms] = fields[..] else {
+        let [partitions, buffer_bytes, follow_stall_ms, port] = fields[..] else {
             panic!("storage settings {text:?}");
         };
         Self {
             partitions: partitions as usize,
             buffer_bytes: buffer_bytes as usize,
             follow_stall_ms,
+            port: u16::try_from(port).expect("a port"),
         }
     }
 }
@@ -222,27 +228,44 @@ pub fn run_storage_child_if_asked() -> bool {
     config.buffer_bytes = settings.buffer_bytes;
     let identity = splitkv_common::tls::NodeIdentity::load(Path::new(&certs))
         .expect("the storage node's certificates");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
     std::thread::spawn(move || {
         let mut rest = Vec::new();
         let _ = std::io::stdin().read_to_end(&mut rest);
-        let _ = stop.send(());
+        let _ = stop.send(true);
     });
-    storage_node::server::serve_blocking(
-        config,
-        &identity,
-        &storage_node::server::ServerConfig {
-            listen: "127.0.0.1:0".parse().expect("address"),
-            transport: splitkv_common::transport::TransportSettings::default(),
-            follow_stall_ms: settings.follow_stall_ms,
-        },
-        Some(2),
-        |addr, _| println!("{STORAGE_READY}{}", addr.port()),
-        async {
-            let _ = stopped.await;
-        },
-    )
-    .expect("the storage node serves");
+    let listen = SocketAddr::from(([127, 0, 0, 1], settings.port));
+    // A node killed on this directory a moment ago may hold its lock a
+    // little longer (its io_uring workers end after it).
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        let mut stopped = stopped.clone();
+        let served = storage_node::server::serve_blocking(
+            config.clone(),
+            &identity,
+            &storage_node::server::ServerConfig {
+                listen,
+                transport: splitkv_common::transport::TransportSettings::default(),
+                follow_stall_ms: settings.follow_stall_ms,
+            },
+            Some(2),
+            |addr, _| println!("{STORAGE_READY}{}", addr.port()),
+            async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            },
+        );
+        match served {
+            Err(storage_node::server::ServeError::Open(storage_node::StorageError::Locked {
+                ..
+            })) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            served => {
+                served.expect("the storage node serves");
+                break;
+            }
+        }
+    }
     true
 }
 
