@@ -43,6 +43,8 @@ pub const FOLLOW_CHUNK_OVERHEAD_BYTES: u64 = 256;
 /// [`FOLLOW_WINDOW_BYTES`], so the node never waits on a reader that keeps
 /// up).
 pub const FOLLOW_REPORT_BYTES: u64 = FOLLOW_WINDOW_BYTES / 4;
+// A reader that keeps up reports before the node waits on it.
+const _: () = assert!(FOLLOW_REPORT_BYTES < FOLLOW_WINDOW_BYTES);
 
 /// What a chunk of `frame_bytes` key-log frames counts toward
 /// [`FOLLOW_WINDOW_BYTES`]; the node and the reader count alike.

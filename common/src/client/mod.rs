@@ -1119,4 +1119,34 @@ mod host_tests {
 }
 
 #[cfg(test)]
+mod follow_report_tests {
+    use super::TakenReport;
+    use crate::frame::FrameDecoder;
+    use crate::message::{self, FOLLOW_REPORT_BYTES, RequestBody};
+
+    /// The cost a report names.
+    fn reported(frame: &[u8]) -> u64 {
+        let mut decoder = FrameDecoder::new(1 << 10);
+        decoder.push(frame).expect("push");
+        let frame = decoder.next_frame().expect("a frame").expect("whole");
+        match message::decode_request(&frame).expect("decodes").body {
+            RequestBody::FollowTaken { cost_bytes } => cost_bytes,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_follower_reports_what_it_took_each_time_it_took_a_quarter_window_more() {
+        let mut report = TakenReport::default();
+        assert!(report.due(0).is_none());
+        assert!(report.due(FOLLOW_REPORT_BYTES - 1).is_none());
+        let first = report.due(FOLLOW_REPORT_BYTES + 10).expect("due");
+        assert_eq!(reported(&first), FOLLOW_REPORT_BYTES + 10);
+        assert!(report.due(2 * FOLLOW_REPORT_BYTES).is_none());
+        let second = report.due(2 * FOLLOW_REPORT_BYTES + 10).expect("due");
+        assert_eq!(reported(&second), 2 * FOLLOW_REPORT_BYTES + 10);
+    }
+}
+
+#[cfg(test)]
 mod tests;
