@@ -531,7 +531,8 @@ async fn connect_inner(
 }
 
 /// Consumes what the storage client tells of its connections until the
-/// engine is gone: after a reconnection, pulls the partition's key-log tail.
+/// engine is gone: after a reconnection, pulls the partition's key-log
+/// tail; once fenced, turns the writer into a reader.
 async fn follow_link_events(inner: Weak<Inner>, mut events: mpsc::Receiver<LinkEvent>) {
     while let Some(event) = events.recv().await {
         let Some(inner) = inner.upgrade() else {
@@ -549,6 +550,9 @@ async fn follow_link_events(inner: Weak<Inner>, mut events: mpsc::Receiver<LinkE
             LinkEvent::Reconnected { .. } => {}
             LinkEvent::Down { partition } => {
                 tracing::debug!(partition, "connection lost; its requests failed");
+            }
+            LinkEvent::Fenced { current_epoch } => {
+                crate::replication::demote(&inner, current_epoch)
             }
         }
     }

@@ -7,11 +7,16 @@
 //! epoch is checked where each write is applied), so the key logs end where
 //! they are; the reader stops following, pulls every partition's key log
 //! past what it applied, up to that end, and only then takes writes.
+//!
+//! A writer that finds itself fenced does the reverse ([`demote`]): it
+//! stops writing and follows the new writer as a reader does, so that its
+//! reads do not go stale.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Inner};
 use crate::error::Result;
 use crate::{follow, rebuild};
 
@@ -47,6 +52,27 @@ pub struct Promotion {
     pub fenced_after: Duration,
     /// From the call to accepting writes.
     pub elapsed: Duration,
+}
+
+/// Turns a writer that a newer one (of `current_epoch`) has fenced into a
+/// reader: its active expiry stops, its storage connections serve it as a
+/// reader's, and it follows every partition's key log past what it
+/// applied, so it serves what the new writer writes. Its writes already
+/// fail; from now on they get the read-only replica's error.
+pub(crate) fn demote(inner: &Arc<Inner>, current_epoch: u64) {
+    if !inner.writer.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    if let Some(expirer) = inner.expirer.lock().take() {
+        expirer.abort();
+    }
+    inner.client.demote();
+    follow::spawn_followers(inner);
+    tracing::warn!(
+        epoch = inner.client.epoch(),
+        current_epoch,
+        "fenced by a newer writer: following it as a reader"
+    );
 }
 
 impl Engine {

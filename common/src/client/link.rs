@@ -519,10 +519,16 @@ async fn read_loop(
             break format!("malformed response stream: {e}");
         }
         let mut failed = None;
+        let mut fenced_now = None;
         loop {
             match decoder.next_frame() {
                 Ok(Some(frame)) => match message::decode_response(&frame) {
                     Ok(response) => {
+                        if let Err(WireError::Fenced { current, .. }) = &response.body
+                            && state.fence(*current)
+                        {
+                            fenced_now = Some(*current);
+                        }
                         let waiting = live.waiting.lock().by_id.remove(&response.id);
                         if let Some(waiting) = waiting {
                             live.room.announce();
@@ -544,6 +550,9 @@ async fn read_loop(
                     break;
                 }
             }
+        }
+        if let Some(current_epoch) = fenced_now {
+            tell(&state, LinkEvent::Fenced { current_epoch }).await;
         }
         if let Some(reason) = failed {
             break reason;
@@ -584,7 +593,7 @@ pub(crate) fn start_reconnect(state: Arc<ClientState>, partition: usize) {
     let Some(link) = state.links().get(partition).cloned() else {
         return;
     };
-    if link.reconnecting.swap(true, Ordering::AcqRel) {
+    if link.reconnecting.swap(true, Ordering::SeqCst) {
         return;
     }
     tokio::spawn(async move {
@@ -614,7 +623,15 @@ pub(crate) fn start_reconnect(state: Arc<ClientState>, partition: usize) {
                         partition,
                         "fenced by a newer writer (epoch {current} > {yours}); not reconnecting"
                     );
-                    state.fence(current);
+                    if state.fence(current) {
+                        tell(
+                            &state,
+                            LinkEvent::Fenced {
+                                current_epoch: current,
+                            },
+                        )
+                        .await;
+                    }
                     break;
                 }
                 Err(e) => {
@@ -633,12 +650,26 @@ pub(crate) fn start_reconnect(state: Arc<ClientState>, partition: usize) {
             )
             .await;
         }
-        link.reconnecting.store(false, Ordering::Release);
+        // SeqCst with the role's store in `StorageClient::demote`: either
+        // this sees the client demoted, or the demotion sees the flag
+        // clear and starts the reconnection itself.
+        link.reconnecting.store(false, Ordering::SeqCst);
         link.wake_waiters();
-        // A loss of the new connection before the flag was cleared found a
-        // reconnection under way; start the next one here.
-        if reconnected.is_some_and(|(live, _)| live.dead.load(Ordering::Acquire)) {
-            start_reconnect(state, partition);
+        match reconnected {
+            // A loss of the new connection before the flag was cleared
+            // found a reconnection under way; start the next one here.
+            Some((live, _)) if live.dead.load(Ordering::Acquire) => {
+                start_reconnect(state, partition);
+            }
+            Some(_) => {}
+            // Refused as a fenced writer, then demoted to a reader while
+            // this was ending: reconnect as one.
+            None if !state.writer.load(Ordering::SeqCst)
+                && !state.closing.load(Ordering::Acquire) =>
+            {
+                start_reconnect(state, partition);
+            }
+            None => {}
         }
     });
 }

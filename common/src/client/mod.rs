@@ -207,6 +207,13 @@ pub enum LinkEvent {
         /// Reconnections so far.
         generation: u64,
     },
+    /// A newer writer (of epoch `current_epoch`) has fenced this one: told
+    /// once, when the storage node first refuses a write or a reconnection
+    /// for it. Every later write fails with [`WireError::Fenced`].
+    Fenced {
+        /// The epoch of the writer that fenced this one.
+        current_epoch: u64,
+    },
 }
 
 /// How to reach a storage node.
@@ -324,12 +331,13 @@ impl ClientState {
     }
 
     /// Records that epoch `current` fenced this writer, and wakes whoever
-    /// waits for a link.
-    fn fence(&self, current: u64) {
-        self.fenced_by.store(current.max(1), Ordering::Release);
+    /// waits for a link; true the first time.
+    fn fence(&self, current: u64) -> bool {
+        let first = self.fenced_by.swap(current.max(1), Ordering::AcqRel) == 0;
         for link in self.links() {
             link.wake_waiters();
         }
+        first
     }
 
     /// The epoch a link presents: none before the first link has one.
@@ -501,6 +509,7 @@ impl StorageClient {
         };
         let (first, welcome) = link::establish_as(state, 0, role).await?;
         state.epoch.store(welcome.epoch, Ordering::Release);
+        state.fenced_by.store(0, Ordering::Release);
         state.writer.store(true, Ordering::Release);
         let links = state.links();
         let rest: Vec<_> = (1..links.len())
@@ -531,6 +540,23 @@ impl StorageClient {
         }
         tracing::info!(epoch = welcome.epoch, "promoted to the writer");
         Ok(welcome.epoch)
+    }
+
+    /// Turns a fenced writer into a reader: connections that are up stay
+    /// (a fenced writer's connections still read and follow key logs), and
+    /// any that is down reconnects as a reader's. Writes go on failing with
+    /// the [`WireError::Fenced`] that fenced it, until a
+    /// [`StorageClient::promote`].
+    pub fn demote(&self) {
+        let state = &self.state;
+        // SeqCst: see the end of `link::start_reconnect`.
+        state.writer.store(false, Ordering::SeqCst);
+        for (partition, link) in state.links().iter().enumerate() {
+            if !link.is_up() {
+                link::start_reconnect(Arc::clone(state), partition);
+            }
+        }
+        tracing::info!("serving as a reader now that a newer writer has fenced this one");
     }
 
     /// True once a newer writer has fenced this one.
