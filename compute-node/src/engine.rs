@@ -171,7 +171,13 @@ impl Inner {
         self.windows.len()
     }
 
+    /// Notes one acknowledged write of this node's own: a key-log entry of
+    /// `partition` at `seq`. Counted among the applied entries too, so that
+    /// a writer that becomes a reader measures its lag from what it holds
+    /// (an entry pulled after a reconnection and then acknowledged counts
+    /// twice, which can only make the lag read lower).
     pub(crate) fn note_acked(&self, partition: usize, seq: u64) {
+        self.applied_entries[partition].fetch_add(1, Ordering::AcqRel);
         self.acked_seq[partition].fetch_max(seq, Ordering::AcqRel);
     }
 
@@ -182,7 +188,7 @@ impl Inner {
         self.applied_at_ms[partition].store(self.uptime_ms(), Ordering::Release);
         self.applied_entries[partition].fetch_add(merged.entries, Ordering::AcqRel);
         self.windows[partition].note_committed_end(merged.value_end);
-        self.note_acked(partition, merged.max_seq);
+        self.acked_seq[partition].fetch_max(merged.max_seq, Ordering::AcqRel);
     }
 
     pub(crate) fn uptime_ms(&self) -> u64 {

@@ -409,6 +409,23 @@ fn a_frozen_writer_is_fenced_when_it_runs_again_after_a_promotion() {
         Ok(Value::Array(role)) => assert_eq!(role.first(), Some(&bulk("slave"))),
         other => panic!("ROLE on the fenced writer answered {other:?}"),
     }
+    // Its lag counts what it wrote itself as applied.
+    let deadline = Instant::now() + EVENT_TIMEOUT;
+    loop {
+        let info = match call(&mut old, &[b"INFO", b"replication"]) {
+            Ok(Value::BulkString(info)) => String::from_utf8(info).expect("UTF-8"),
+            Ok(Value::VerbatimString { text, .. }) => text,
+            other => panic!("INFO replication answered {other:?}"),
+        };
+        if info.contains("splitkv_lag_entries:0\r\n") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fenced writer never caught up: {info}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 const STORAGE_KILL_TEST: &str =
