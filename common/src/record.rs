@@ -206,12 +206,7 @@ pub struct KeyEntry<'a> {
 impl KeyEntry<'_> {
     /// Bytes this entry occupies inside a frame.
     pub fn encoded_len(&self) -> usize {
-        let expiry = if self.expire_at_ms != 0 {
-            ENTRY_EXPIRY_BYTES
-        } else {
-            0
-        };
-        ENTRY_HEADER_BYTES + expiry + self.key.len()
+        entry_len(self.key.len(), self.expire_at_ms)
     }
 
     /// Length of the value-log record this entry points at (0 for a delete
@@ -222,6 +217,17 @@ impl KeyEntry<'_> {
             EntryKind::Delete | EntryKind::Clear | EntryKind::Expire { .. } => 0,
         }
     }
+}
+
+/// Bytes a key-log entry for a key of `key_len` bytes occupies inside a
+/// frame: the expiry bytes only when `expire_at_ms` is not 0.
+pub fn entry_len(key_len: usize, expire_at_ms: u64) -> usize {
+    let expiry = if expire_at_ms != 0 {
+        ENTRY_EXPIRY_BYTES
+    } else {
+        0
+    };
+    ENTRY_HEADER_BYTES + expiry + key_len
 }
 
 /// Bytes a frame holding entries with `payload_len` bytes occupies,

@@ -157,19 +157,17 @@ impl Partition {
             if !matches!(op, WriteOp::Clear) {
                 limits.check_key(key)?;
             }
-            let mut expiry_bytes = 0;
+            let mut expire_at_ms = 0;
             if let WriteOp::Put {
                 value,
-                expire_at_ms,
+                expire_at_ms: at,
                 ..
             } = op
             {
                 limits.check_value(value)?;
-                if *expire_at_ms != 0 {
-                    expiry_bytes = record::ENTRY_EXPIRY_BYTES;
-                }
+                expire_at_ms = *at;
             }
-            frame_bytes += record::ENTRY_HEADER_BYTES + expiry_bytes + key.len();
+            frame_bytes += record::entry_len(key.len(), expire_at_ms);
         }
         let max_frame = self.node.keylog_chunk_bytes;
         if record::frame_len(frame_bytes - record::FRAME_HEADER_BYTES) > max_frame {

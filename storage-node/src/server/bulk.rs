@@ -14,6 +14,8 @@ use super::{ServerContext, encode_response};
 
 /// Key-log bytes per export chunk.
 const EXPORT_CHUNK_BYTES: usize = 1 << 20;
+/// An export buffer's capacity: a chunk and the frame that crosses its end.
+const EXPORT_BUFFER_BYTES: usize = EXPORT_CHUNK_BYTES + 4096;
 
 /// Serves one bulk stream; closes the connection if the peer breaks the
 /// protocol on it.
@@ -193,7 +195,7 @@ async fn stream_keylog(
     let mut sent_cost = 0;
     let mut caught_up_told = false;
     let mut scratch = BytesMut::new();
-    let mut export_buffer = Vec::with_capacity(EXPORT_CHUNK_BYTES + 4096);
+    let mut export_buffer = Vec::with_capacity(EXPORT_BUFFER_BYTES);
     loop {
         if let Some(reports) = &mut reports {
             while sent_cost - reports.taken_cost > message::FOLLOW_WINDOW_BYTES {
@@ -213,10 +215,10 @@ async fn stream_keylog(
             // wait below.
             grown.borrow_and_update();
         }
-        // One export buffer for the stream's life; what is sent is a copy
-        // of just the frames, so that a chunk of a few bytes (one append)
-        // does not keep a whole buffer alive until the reader acknowledges
-        // it.
+        // A chunk that fills most of the buffer is sent as it is; a small
+        // one (an append or two, as a follower gets) is sent as a copy of
+        // just its frames and the buffer kept, so that it does not keep a
+        // whole buffer alive until the reader acknowledges it.
         let buffer = std::mem::take(&mut export_buffer);
         let chunk = context
             .disk_read(move |engine| {
@@ -242,8 +244,13 @@ async fn stream_keylog(
                 return Ok(());
             }
         };
-        let frames = Bytes::copy_from_slice(&buffer);
-        export_buffer = buffer;
+        let frames = if buffer.len() >= EXPORT_CHUNK_BYTES / 2 {
+            export_buffer = Vec::with_capacity(EXPORT_BUFFER_BYTES);
+            Bytes::from(buffer)
+        } else {
+            export_buffer = buffer;
+            Bytes::copy_from_slice(&export_buffer)
+        };
         let done = progress.next >= progress.end;
         if !frames.is_empty() || (done && !caught_up_told) {
             caught_up_told |= done;
