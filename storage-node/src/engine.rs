@@ -9,9 +9,10 @@ use parking_lot::Mutex;
 use splitkv_common::message::{PartitionReport, WireError, WriteAck};
 
 use crate::config::{Durability, Limits, StorageConfig};
+use crate::dir_lock::DirLock;
 use crate::disk::{Disk, OsDisk};
 use crate::error::{Result, StorageError};
-use crate::manifest::{DirLock, EpochFile, Manifest};
+use crate::manifest::{EpochFile, Manifest};
 use crate::node_state::{NodeSettings, NodeState};
 use crate::partition::{
     ExportProgress, OwnedWrite, Partition, RangeRead, RecordBytes, Submitted, WriteCompletion,

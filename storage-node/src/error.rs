@@ -21,11 +21,18 @@ pub enum StorageError {
     /// shutting down. A client receives exactly this error.
     #[error(transparent)]
     Refused(#[from] WireError),
-    /// Another process holds the data directory's lock.
-    #[error("data directory {dir} is in use by another process (its LOCK file is held)")]
+    /// Another process holds the data directory's lock: a running one, or
+    /// one that ended but whose lock was still held after
+    /// [`crate::dir_lock::DEAD_HOLDER_WAIT_MS`].
+    #[error(
+        "data directory {dir} is in use by another process (its LOCK file is held{})",
+        holder_pid.map_or_else(String::new, |pid| format!(" by pid {pid}"))
+    )]
     Locked {
         /// The data directory.
         dir: PathBuf,
+        /// The holder's pid as it recorded it, if it did.
+        holder_pid: Option<u32>,
     },
     /// The data directory's file system does not support O_DIRECT, which the
     /// value log needs; there is no fallback to buffered writes.

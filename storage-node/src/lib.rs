@@ -17,6 +17,7 @@ pub mod aligned;
 mod buffer;
 pub mod config;
 pub mod crash_journal;
+pub mod dir_lock;
 pub mod disk;
 mod engine;
 pub mod error;

@@ -1,17 +1,17 @@
 //! The data directory's fixed files: the manifest (format version and
-//! layout), the lock that keeps a second process out, and the writer epoch.
+//! layout) and the writer epoch; the lock is in [`crate::dir_lock`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::StorageConfig;
-use crate::disk::{Disk, DiskFile, FileKind, FileLock};
+use crate::dir_lock::LOCK;
+use crate::disk::{Disk, DiskFile, FileKind};
 use crate::error::{Result, StorageError};
 
 /// Version of the on-disk format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 3;
 const MANIFEST: &str = "MANIFEST";
-const LOCK: &str = "LOCK";
 const EPOCH: &str = "EPOCH";
 const MANIFEST_HEADER: &str = "splitkv data directory";
 
@@ -182,29 +182,6 @@ fn read_small(file: &dyn DiskFile) -> std::io::Result<String> {
     buf.truncate(n);
     String::from_utf8(buf)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
-}
-
-/// Exclusive ownership of a data directory by this process (a lock on its
-/// LOCK file taken through [`Disk::try_lock`]; on the real disk an advisory
-/// `flock`), released when dropped or when the process dies.
-#[derive(Debug)]
-pub struct DirLock {
-    _lock: FileLock,
-}
-
-impl DirLock {
-    /// Takes the lock of `dir` through `disk`, or fails with
-    /// [`StorageError::Locked`] while another process holds it.
-    pub fn acquire(disk: &dyn Disk, dir: &Path) -> Result<Self> {
-        let path = dir.join(LOCK);
-        match disk.try_lock(&path) {
-            Ok(lock) => Ok(Self { _lock: lock }),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(StorageError::Locked {
-                dir: dir.to_path_buf(),
-            }),
-            Err(e) => Err(StorageError::io(format!("locking {}", path.display()), e)),
-        }
-    }
 }
 
 /// The durable writer epoch: each new writer takes a higher one, and writes

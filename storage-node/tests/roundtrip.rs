@@ -400,8 +400,16 @@ fn a_second_process_is_refused_by_the_lock() {
     const CHILD_ENV: &str = "SPLITKV_LOCK_TEST_DIR";
     if let Ok(dir) = std::env::var(CHILD_ENV) {
         // Child: try to open the directory the parent holds.
+        let started = std::time::Instant::now();
         match StorageEngine::open(small_config(std::path::Path::new(&dir), 4)) {
-            Err(StorageError::Locked { .. }) => std::process::exit(42),
+            // A running holder is named and refused at once, not waited for.
+            Err(StorageError::Locked { holder_pid, .. })
+                if holder_pid == Some(std::os::unix::process::parent_id())
+                    && started.elapsed().as_millis()
+                        < u128::from(storage_node::dir_lock::DEAD_HOLDER_WAIT_MS / 2) =>
+            {
+                std::process::exit(42)
+            }
             Err(e) => {
                 eprintln!("unexpected error: {e}");
                 std::process::exit(1)
@@ -427,11 +435,127 @@ fn a_second_process_is_refused_by_the_lock() {
     assert_eq!(
         child_opens(),
         Some(42),
-        "the second process must see Locked"
+        "the second process must see Locked at once, naming this process"
     );
     drop(engine);
     // Once the first process lets go, the directory opens again.
     assert_eq!(child_opens(), Some(0));
+}
+
+#[test]
+fn a_node_opened_right_after_kill_9_of_the_last_one_waits_for_its_lock() {
+    const CHILD_ENV: &str = "SPLITKV_KILLED_HOLDER_TEST_DIR";
+    if let Ok(dir) = std::env::var(CHILD_ENV) {
+        // Child: open, and write through the I/O engine until killed, so that
+        // the kill finds writes in flight in io_uring workers that outlive
+        // the process.
+        let engine = open(std::path::Path::new(&dir));
+        std::thread::scope(|s| {
+            for partition in 0..4usize {
+                let engine = &engine;
+                s.spawn(move || {
+                    let value = vec![7u8; 256 << 10];
+                    for i in 0u64.. {
+                        engine
+                            .put(partition, &i.to_le_bytes(), &value)
+                            .expect("put");
+                        if partition == 0 && i == 16 {
+                            println!("WRITTEN");
+                        }
+                    }
+                });
+            }
+        });
+        unreachable!("the writers run until the process is killed");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    for round in 0..5 {
+        let mut child = Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "a_node_opened_right_after_kill_9_of_the_last_one_waits_for_its_lock",
+                "--nocapture",
+            ])
+            .env(CHILD_ENV, dir.path())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("run child");
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+            child.stdout.take().expect("stdout"),
+        ));
+        assert!(
+            lines.any(|line| line.expect("child stdout") == "WRITTEN"),
+            "round {round}: the child wrote"
+        );
+        child.kill().expect("kill -9");
+        child.wait().expect("reap");
+        // At once, while the dead child's io_uring workers may still hold
+        // its files: the open waits for the lock instead of failing.
+        let engine = StorageEngine::open(small_config(dir.path(), 4))
+            .unwrap_or_else(|e| panic!("round {round}: open after kill -9: {e}"));
+        drop(engine);
+    }
+}
+
+/// Holds the LOCK file of `dir` as a process would (an flock on its own
+/// open file), with `record` written as its holder.
+fn hold_lock(dir: &std::path::Path, record: &str) -> std::fs::File {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let file = std::fs::File::create(dir.join("LOCK")).expect("create LOCK");
+    file.try_lock().expect("take the lock");
+    std::io::Write::write_all(&mut &file, format!("{record:<47}\n").as_bytes())
+        .expect("write holder");
+    file
+}
+
+#[test]
+fn a_lock_held_for_an_ended_process_is_waited_for_and_a_running_holder_refused_at_once() {
+    // An ended holder: a reaped child's pid.
+    let mut child = Command::new("true").spawn().expect("spawn");
+    let dead_pid = child.id();
+    child.wait().expect("reap");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let held = hold_lock(dir.path(), &format!("pid {dead_pid} start 1"));
+    let (opened_tx, opened_rx) = std::sync::mpsc::channel();
+    let path = dir.path().to_path_buf();
+    let opener = std::thread::spawn(move || {
+        let opened = StorageEngine::open(small_config(&path, 4));
+        opened_tx.send(opened.is_ok()).expect("send");
+        opened
+    });
+    // While the lock is held the open cannot succeed; it must not fail
+    // either, since the holder has ended.
+    match opened_rx.recv_timeout(std::time::Duration::from_millis(300)) {
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        other => panic!("the open ended while the lock was held: {other:?}"),
+    }
+    drop(held);
+    let engine = opener
+        .join()
+        .expect("opener")
+        .expect("the open takes the lock once it is let go");
+    drop(engine);
+
+    // A running holder (this process, by its pid and start time as /proc
+    // tells them) is refused at once and named.
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    let start = stat[stat.rfind(')').expect("name") + 1..]
+        .split_ascii_whitespace()
+        .nth(19)
+        .expect("field 22")
+        .to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _held = hold_lock(
+        dir.path(),
+        &format!("pid {} start {start}", std::process::id()),
+    );
+    match StorageEngine::open(small_config(dir.path(), 4)) {
+        Err(StorageError::Locked { holder_pid, .. }) => {
+            assert_eq!(holder_pid, Some(std::process::id()));
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("opened a directory another holder holds"),
+    }
 }
 
 #[test]

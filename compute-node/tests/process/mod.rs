@@ -25,8 +25,6 @@ const STORAGE_READY: &str = "SPLITKV-TEST-STORAGE ";
 const COMPUTE_LISTEN: &str = "listen=";
 /// SIGKILL's number, which `kill -9` sends.
 const SIGKILL: i32 = 9;
-/// Longest wait for the data directory's lock at a restart.
-const LOCK_WAIT: Duration = Duration::from_secs(5);
 /// Longest wait for a node to report that it serves.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -236,36 +234,24 @@ pub fn run_storage_child_if_asked() -> bool {
     });
     let listen = SocketAddr::from(([127, 0, 0, 1], settings.port));
     // A node killed on this directory a moment ago may hold its lock a
-    // little longer (its io_uring workers end after it).
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    loop {
-        let mut stopped = stopped.clone();
-        let served = storage_node::server::serve_blocking(
-            config.clone(),
-            &identity,
-            &storage_node::server::ServerConfig {
-                listen,
-                transport: splitkv_common::transport::TransportSettings::default(),
-                follow_stall_ms: settings.follow_stall_ms,
-            },
-            Some(2),
-            |addr, _| println!("{STORAGE_READY}{}", addr.port()),
-            async move {
-                let _ = stopped.wait_for(|stop| *stop).await;
-            },
-        );
-        match served {
-            Err(storage_node::server::ServeError::Open(storage_node::StorageError::Locked {
-                ..
-            })) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            served => {
-                served.expect("the storage node serves");
-                break;
-            }
-        }
-    }
+    // little longer (its io_uring workers end after it): the storage node
+    // waits for that itself.
+    storage_node::server::serve_blocking(
+        config,
+        &identity,
+        &storage_node::server::ServerConfig {
+            listen,
+            transport: splitkv_common::transport::TransportSettings::default(),
+            follow_stall_ms: settings.follow_stall_ms,
+        },
+        Some(2),
+        |addr, _| println!("{STORAGE_READY}{}", addr.port()),
+        async move {
+            let mut stopped = stopped;
+            let _ = stopped.wait_for(|stop| *stop).await;
+        },
+    )
+    .expect("the storage node serves");
     true
 }
 
