@@ -47,6 +47,7 @@
 //! it stays in the entry's slot); one shard's arena holds at most 4 GiB of
 //! headers, expiries and keys ([`IndexError::ShardFull`]).
 
+mod arena;
 mod location;
 mod shard;
 

@@ -32,12 +32,9 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::IndexError;
-use super::location::{EXPIRY_BYTES, HEADER_BYTES, Header, LONG_KEY_CODE, Location, WideLocation};
+use super::arena::{Arena, MAX_ARENA_BYTES, PAGE_BYTES, key_code, read_location};
+use super::location::{HEADER_BYTES, Header, Location, WideLocation};
 
-/// Bytes of one arena page.
-pub(super) const PAGE_BYTES: usize = 4096;
-/// Largest arena of one shard: offsets are `u32`.
-pub(super) const MAX_ARENA_BYTES: usize = u32::MAX as usize;
 /// Control bytes compared at once.
 const GROUP: usize = 8;
 /// Control byte of an unused slot (full slots hold tags below 0x80).
@@ -50,10 +47,6 @@ const MAX_LOAD: (usize, usize) = (7, 8);
 const TARGET_LOAD: (usize, usize) = (4, 5);
 /// A growing table gets this many times its slots.
 const GROWTH: (usize, usize) = (9, 8);
-/// `page_starts` value of a page in which no entry starts.
-const NO_ENTRY: u32 = u32::MAX;
-/// Longest LEB128 key length (a `u32`).
-const MAX_LEB128_BYTES: usize = 5;
 
 const LSB: u64 = 0x0101_0101_0101_0101;
 const MSB: u64 = 0x8080_8080_8080_8080;
@@ -102,289 +95,6 @@ fn first_byte(bits: u64) -> usize {
 /// Slots needed for `entries` at `load`.
 fn capacity_for(entries: usize, load: (usize, usize)) -> usize {
     (entries * load.1).div_ceil(load.0).max(MIN_CAPACITY)
-}
-
-fn key_code(len: usize) -> u8 {
-    if len < LONG_KEY_CODE as usize {
-        len as u8
-    } else {
-        LONG_KEY_CODE
-    }
-}
-
-/// The LEB128 length that follows the header of a long key (empty for a
-/// short one).
-fn length_prefix(len: usize) -> ([u8; MAX_LEB128_BYTES], usize) {
-    let mut out = [0u8; MAX_LEB128_BYTES];
-    if len < LONG_KEY_CODE as usize {
-        return (out, 0);
-    }
-    let mut rest = len;
-    let mut used = 0;
-    loop {
-        let byte = (rest & 0x7f) as u8;
-        rest >>= 7;
-        if rest == 0 {
-            out[used] = byte;
-            return (out, used + 1);
-        }
-        out[used] = byte | 0x80;
-        used += 1;
-    }
-}
-
-/// Makes room in a full `vec` for an eighth more items (rather than the
-/// doubling of `Vec::push`, whose unused half would count per key).
-fn grow_by_an_eighth<T>(vec: &mut Vec<T>) {
-    if vec.len() == vec.capacity() {
-        vec.reserve_exact(vec.len() / 8 + 1);
-    }
-}
-
-/// One parsed arena entry.
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    header: Header,
-    /// Arena offset of its expiry slot, if it has one.
-    expiry_at: Option<usize>,
-    key_at: usize,
-    key_len: usize,
-}
-
-impl Entry {
-    fn end(&self) -> usize {
-        self.key_at + self.key_len
-    }
-}
-
-/// The location of the (not dead) entry `entry`, its side-table part read
-/// from `wide`.
-fn read_location(arena: &Arena, wide: &[WideLocation], entry: &Entry) -> Location {
-    debug_assert!(!entry.header.is_dead(), "a dead entry has no location");
-    let expire_at_ms = entry.expiry_at.map_or(0, |at| arena.read_u64(at));
-    match entry.header.wide_index() {
-        Some(index) => wide[index as usize].with_expiry(expire_at_ms),
-        None => Location {
-            expire_at_ms,
-            ..entry.header.unpack()
-        },
-    }
-}
-
-/// One arena page.
-type Page = Box<[u8; PAGE_BYTES]>;
-
-/// A zeroed page, allocated in place.
-fn new_page() -> Page {
-    let page: Box<[u8]> = vec![0u8; PAGE_BYTES].into_boxed_slice();
-    page.try_into()
-        .unwrap_or_else(|_| unreachable!("the page has PAGE_BYTES bytes"))
-}
-
-/// Pages of entries laid end to end.
-#[derive(Default)]
-struct Arena {
-    /// One thin pointer per page (its length is [`PAGE_BYTES`]).
-    pages: Vec<Page>,
-    /// Bytes in use.
-    len: usize,
-    /// Per page, the offset of the first entry that starts in it.
-    page_starts: Vec<u32>,
-}
-
-impl Arena {
-    fn read(&self, mut at: usize, out: &mut [u8]) {
-        let mut done = 0;
-        while done < out.len() {
-            let (page, within) = (at / PAGE_BYTES, at % PAGE_BYTES);
-            let n = (PAGE_BYTES - within).min(out.len() - done);
-            out[done..done + n].copy_from_slice(&self.pages[page][within..within + n]);
-            done += n;
-            at += n;
-        }
-    }
-
-    fn write(&mut self, mut at: usize, bytes: &[u8]) {
-        let mut done = 0;
-        while done < bytes.len() {
-            let (page, within) = (at / PAGE_BYTES, at % PAGE_BYTES);
-            let n = (PAGE_BYTES - within).min(bytes.len() - done);
-            self.pages[page][within..within + n].copy_from_slice(&bytes[done..done + n]);
-            done += n;
-            at += n;
-        }
-    }
-
-    /// `len` bytes at `at` if they lie in one page.
-    fn contiguous(&self, at: usize, len: usize) -> Option<&[u8]> {
-        if len == 0 {
-            return Some(&[]);
-        }
-        let (page, within) = (at / PAGE_BYTES, at % PAGE_BYTES);
-        (within + len <= PAGE_BYTES).then(|| &self.pages[page][within..within + len])
-    }
-
-    fn read_u64(&self, at: usize) -> u64 {
-        let mut bytes = [0u8; EXPIRY_BYTES];
-        match self.contiguous(at, EXPIRY_BYTES) {
-            Some(stored) => bytes.copy_from_slice(stored),
-            None => self.read(at, &mut bytes),
-        }
-        u64::from_le_bytes(bytes)
-    }
-
-    fn write_u64(&mut self, at: usize, value: u64) {
-        self.write(at, &value.to_le_bytes());
-    }
-
-    /// Appends one entry, with an expiry slot holding `expiry` if that is
-    /// `Some` (the header's expiry-slot bit is set to match); returns its
-    /// offset, or `None` if the arena would pass [`MAX_ARENA_BYTES`].
-    fn append(&mut self, header: Header, expiry: Option<u64>, key: &[u8]) -> Option<u32> {
-        let (prefix, prefix_len) = length_prefix(key.len());
-        let slot_len = if expiry.is_some() { EXPIRY_BYTES } else { 0 };
-        let at = self.len;
-        let end = at + HEADER_BYTES + slot_len + prefix_len + key.len();
-        if end > MAX_ARENA_BYTES {
-            return None;
-        }
-        while self.pages.len() * PAGE_BYTES < end {
-            grow_by_an_eighth(&mut self.pages);
-            self.pages.push(new_page());
-        }
-        let start_page = at / PAGE_BYTES;
-        while self.page_starts.len() <= start_page {
-            grow_by_an_eighth(&mut self.page_starts);
-            self.page_starts.push(NO_ENTRY);
-        }
-        if self.page_starts[start_page] == NO_ENTRY {
-            self.page_starts[start_page] = at as u32;
-        }
-        self.write_header(at, header.with_expiry_slot(expiry.is_some()));
-        if let Some(expiry) = expiry {
-            self.write_u64(at + HEADER_BYTES, expiry);
-        }
-        let prefix_at = at + HEADER_BYTES + slot_len;
-        self.write(prefix_at, &prefix[..prefix_len]);
-        self.write(prefix_at + prefix_len, key);
-        self.len = end;
-        Some(at as u32)
-    }
-
-    fn header(&self, at: usize) -> Header {
-        let mut bytes = [0u8; HEADER_BYTES];
-        let (page, within) = (at / PAGE_BYTES, at % PAGE_BYTES);
-        match self.pages[page].get(within..within + HEADER_BYTES) {
-            Some(stored) => bytes.copy_from_slice(stored),
-            None => self.read(at, &mut bytes),
-        }
-        Header::from_bytes(bytes)
-    }
-
-    fn write_header(&mut self, at: usize, header: Header) {
-        let (page, within) = (at / PAGE_BYTES, at % PAGE_BYTES);
-        match self.pages[page].get_mut(within..within + HEADER_BYTES) {
-            Some(stored) => stored.copy_from_slice(&header.to_bytes()),
-            None => self.write(at, &header.to_bytes()),
-        }
-    }
-
-    fn entry(&self, at: usize) -> Entry {
-        let header = self.header(at);
-        let code = header.key_code();
-        let mut key_at = at + HEADER_BYTES;
-        let expiry_at = header.has_expiry_slot().then(|| {
-            key_at += EXPIRY_BYTES;
-            at + HEADER_BYTES
-        });
-        let key_len = if code < LONG_KEY_CODE {
-            usize::from(code)
-        } else {
-            let mut len = 0usize;
-            let mut shift = 0;
-            loop {
-                let mut byte = [0u8];
-                self.read(key_at, &mut byte);
-                key_at += 1;
-                len |= usize::from(byte[0] & 0x7f) << shift;
-                shift += 7;
-                if byte[0] & 0x80 == 0 {
-                    break len;
-                }
-            }
-        };
-        Entry {
-            header,
-            expiry_at,
-            key_at,
-            key_len,
-        }
-    }
-
-    fn key_eq(&self, entry: &Entry, key: &[u8]) -> bool {
-        if entry.key_len != key.len() {
-            return false;
-        }
-        if let Some(stored) = self.contiguous(entry.key_at, key.len()) {
-            return stored == key;
-        }
-        self.key_eq_straddling(entry, key)
-    }
-
-    fn key_eq_straddling(&self, entry: &Entry, key: &[u8]) -> bool {
-        let mut at = entry.key_at;
-        let mut done = 0;
-        while done < key.len() {
-            let (page, within) = (at / PAGE_BYTES, at % PAGE_BYTES);
-            let n = (PAGE_BYTES - within).min(key.len() - done);
-            if self.pages[page][within..within + n] != key[done..done + n] {
-                return false;
-            }
-            done += n;
-            at += n;
-        }
-        true
-    }
-
-    /// The key of `entry`, copied into `scratch` only if it straddles pages.
-    fn key<'a>(&'a self, entry: &Entry, scratch: &'a mut Vec<u8>) -> &'a [u8] {
-        match self.contiguous(entry.key_at, entry.key_len) {
-            Some(key) => key,
-            None => {
-                scratch.resize(entry.key_len, 0);
-                self.read(entry.key_at, scratch);
-                scratch
-            }
-        }
-    }
-
-    /// The first entry boundary at or after `at` (the arena's end if none).
-    fn boundary_at_or_after(&self, at: usize) -> usize {
-        if at >= self.len {
-            return self.len;
-        }
-        let page = at / PAGE_BYTES;
-        match self.page_starts.get(page).copied() {
-            Some(start) if start != NO_ENTRY && (start as usize) <= at => {
-                let mut boundary = start as usize;
-                while boundary < at {
-                    boundary = self.entry(boundary).end();
-                }
-                boundary
-            }
-            Some(start) if start != NO_ENTRY => start as usize,
-            _ => self.page_starts[page.min(self.page_starts.len())..]
-                .iter()
-                .find(|&&start| start != NO_ENTRY)
-                .map_or(self.len, |&start| start as usize),
-        }
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.pages.len() * PAGE_BYTES
-            + self.pages.capacity() * std::mem::size_of::<Page>()
-            + self.page_starts.capacity() * std::mem::size_of::<u32>()
-    }
 }
 
 /// What [`Shard::retain`] removed.
@@ -683,7 +393,7 @@ impl Shard {
     /// has a slot and so cannot move again before compaction), so dead
     /// bytes never reach half the arena.
     fn mostly_dead(&self) -> bool {
-        self.dead_bytes >= PAGE_BYTES && self.dead_bytes * 2 > self.arena.len - self.dead_bytes
+        self.dead_bytes >= PAGE_BYTES && self.dead_bytes * 2 > self.arena.len() - self.dead_bytes
     }
 
     /// Adds `key` (not yet in the shard) at `location`, with an expiry slot
@@ -734,12 +444,11 @@ impl Shard {
     fn rebuild_table<S: BuildHasher>(&mut self, hasher: &S, capacity: usize) {
         let mut ctrl = vec![EMPTY; capacity + GROUP].into_boxed_slice();
         let mut slots = vec![0u32; capacity].into_boxed_slice();
-        let mut scratch = Vec::new();
         let mut at = 0;
-        while at < self.arena.len {
+        while at < self.arena.len() {
             let entry = self.arena.entry(at);
             if !entry.header.is_dead() {
-                let hash = hasher.hash_one(self.arena.key(&entry, &mut scratch));
+                let hash = hasher.hash_one(self.arena.key(&entry));
                 place(&mut ctrl, &mut slots, hash, at as u32);
             }
             at = entry.end();
@@ -774,7 +483,7 @@ impl Shard {
         let mut removed = Removed::default();
         let mut kept = ExpiryTally::default();
         let mut at = 0;
-        while at < self.arena.len {
+        while at < self.arena.len() {
             let entry = self.arena.entry(at);
             at = entry.end();
             if entry.header.is_dead() {
@@ -796,9 +505,8 @@ impl Shard {
             let old = std::mem::take(&mut self.arena);
             let old_wide = std::mem::take(&mut self.wide);
             self.wide_free = Vec::new();
-            let mut scratch = Vec::new();
             let mut at = 0;
-            while at < old.len {
+            while at < old.len() {
                 let entry = old.entry(at);
                 at = entry.end();
                 if entry.header.is_dead() {
@@ -806,7 +514,7 @@ impl Shard {
                 }
                 let location = read_location(&old, &old_wide, &entry);
                 if keep(&location) {
-                    let key = old.key(&entry, &mut scratch);
+                    let key = old.key(&entry);
                     let header = self.header_for(entry.header.key_code(), &location);
                     let expiry = (location.expire_at_ms != 0).then_some(location.expire_at_ms);
                     // The compacted arena is no longer than the old one: no
@@ -850,8 +558,7 @@ impl Shard {
     ) -> ScanStep {
         let mut at = self.arena.boundary_at_or_after(from as usize);
         let mut visited = 0;
-        let mut scratch = Vec::new();
-        while at < self.arena.len {
+        while at < self.arena.len() {
             if visited == budget {
                 return ScanStep {
                     next: Some(at as u32),
@@ -862,7 +569,7 @@ impl Shard {
             if !entry.header.is_dead() {
                 let location = read_location(&self.arena, &self.wide, &entry);
                 if !location.is_tombstone() {
-                    f(self.arena.key(&entry, &mut scratch), &location);
+                    f(self.arena.key(&entry), &location);
                 }
             }
             visited += 1;
@@ -886,15 +593,14 @@ impl Shard {
         mut f: impl FnMut(&[u8], &Location, u64) -> bool,
     ) -> Option<u32> {
         let mut at = self.arena.boundary_at_or_after(from as usize);
-        let end = self.arena.len.min(until as usize);
+        let end = self.arena.len().min(until as usize);
         let mut min = u64::MAX;
-        let mut scratch = Vec::new();
         while at < end {
             let entry = self.arena.entry(at);
             if !entry.header.is_dead() {
                 let location = read_location(&self.arena, &self.wide, &entry);
                 if let Some(ms) = location.live_expiry() {
-                    if !f(self.arena.key(&entry, &mut scratch), &location, ms) {
+                    if !f(self.arena.key(&entry), &location, ms) {
                         return Some(at as u32);
                     }
                     min = min.min(ms);
@@ -902,7 +608,7 @@ impl Shard {
             }
             at = entry.end();
         }
-        if from == 0 && end == self.arena.len {
+        if from == 0 && end == self.arena.len() {
             self.next_expiry.set(min);
         }
         None
@@ -963,8 +669,7 @@ impl Shard {
             if location.is_tombstone() {
                 return None;
             }
-            let mut scratch = Vec::new();
-            Some((self.arena.key(&entry, &mut scratch).to_vec(), location))
+            Some((self.arena.key(&entry).to_vec(), location))
         })
     }
 
@@ -987,9 +692,8 @@ impl Shard {
         let mut dead_bytes = 0;
         let mut tally = ExpiryTally::default();
         let mut wide_used = std::collections::HashSet::new();
-        let mut scratch = Vec::new();
         let mut at = 0;
-        while at < self.arena.len {
+        while at < self.arena.len() {
             let entry = self.arena.entry(at);
             if entry.header.is_dead() {
                 dead_bytes += entry.end() - at;
@@ -1005,7 +709,7 @@ impl Shard {
                         "used side entry {index} is free"
                     );
                 }
-                let key = self.arena.key(&entry, &mut scratch).to_vec();
+                let key = self.arena.key(&entry).to_vec();
                 let slot = self
                     .find_slot(hasher.hash_one(&key), &key)
                     .expect("every entry is in the table");
@@ -1016,7 +720,7 @@ impl Shard {
             }
             at = entry.end();
         }
-        assert_eq!(at, self.arena.len, "entries end at the arena's end");
+        assert_eq!(at, self.arena.len(), "entries end at the arena's end");
         assert_eq!(entries, self.entries);
         assert_eq!(tombstones, self.tombstones);
         assert_eq!(dead_bytes, self.dead_bytes);
