@@ -17,22 +17,25 @@ use memmap2::{MmapMut, RemapOptions};
 
 use super::location::{EXPIRY_BYTES, HEADER_BYTES, Header, LONG_KEY_CODE, Location, WideLocation};
 
-/// Bytes of a memory page: the unit in which the arena touches memory and
-/// the span for which it records where the first entry starts.
+/// Bytes of a memory page: the unit in which the arena touches memory.
 pub(super) const PAGE_BYTES: usize = 4096;
+/// Bytes of a span, for each of which the arena records where the first
+/// entry that starts in it starts (so that a walk can begin at any offset:
+/// it parses at most one span's entries to find a boundary).
+const SPAN_BYTES: usize = 16 << 10;
 /// Largest arena of one shard: offsets are `u32`.
 pub(super) const MAX_ARENA_BYTES: usize = u32::MAX as usize;
 /// First reservation of address space.
 const FIRST_RESERVE_BYTES: usize = 64 << 10;
-/// `page_starts` value of a page in which no entry starts.
+/// `span_starts` value of a span in which no entry starts.
 const NO_ENTRY: u32 = u32::MAX;
 /// Longest LEB128 key length (a `u32`).
 const MAX_LEB128_BYTES: usize = 5;
 
 /// The key-length code of a key of `len` bytes.
-pub(super) fn key_code(len: usize) -> u8 {
+pub(super) fn key_code(len: usize) -> u16 {
     if len < LONG_KEY_CODE as usize {
-        len as u8
+        len as u16
     } else {
         LONG_KEY_CODE
     }
@@ -105,8 +108,8 @@ pub(super) struct Arena {
     region: Option<MmapMut>,
     /// Bytes in use.
     len: usize,
-    /// Per page, the offset of the first entry that starts in it.
-    page_starts: Vec<u32>,
+    /// Per span, the offset of the first entry that starts in it.
+    span_starts: Vec<u32>,
 }
 
 impl Arena {
@@ -190,13 +193,13 @@ impl Arena {
             return None;
         }
         self.reach(end);
-        let start_page = at / PAGE_BYTES;
-        while self.page_starts.len() <= start_page {
-            grow_by_an_eighth(&mut self.page_starts);
-            self.page_starts.push(NO_ENTRY);
+        let span = at / SPAN_BYTES;
+        while self.span_starts.len() <= span {
+            grow_by_an_eighth(&mut self.span_starts);
+            self.span_starts.push(NO_ENTRY);
         }
-        if self.page_starts[start_page] == NO_ENTRY {
-            self.page_starts[start_page] = at as u32;
+        if self.span_starts[span] == NO_ENTRY {
+            self.span_starts[span] = at as u32;
         }
         self.write_header(at, header.with_expiry_slot(expiry.is_some()));
         if let Some(expiry) = expiry {
@@ -269,8 +272,8 @@ impl Arena {
         if at >= self.len {
             return self.len;
         }
-        let page = at / PAGE_BYTES;
-        match self.page_starts.get(page).copied() {
+        let span = at / SPAN_BYTES;
+        match self.span_starts.get(span).copied() {
             Some(start) if start != NO_ENTRY && (start as usize) <= at => {
                 let mut boundary = start as usize;
                 while boundary < at {
@@ -279,7 +282,7 @@ impl Arena {
                 boundary
             }
             Some(start) if start != NO_ENTRY => start as usize,
-            _ => self.page_starts[page.min(self.page_starts.len())..]
+            _ => self.span_starts[span.min(self.span_starts.len())..]
                 .iter()
                 .find(|&&start| start != NO_ENTRY)
                 .map_or(self.len, |&start| start as usize),
@@ -287,11 +290,11 @@ impl Arena {
     }
 
     /// Bytes of memory the arena holds: the pages its entries reach (the
-    /// reserved address space beyond them is never touched) and its page
+    /// reserved address space beyond them is never touched) and its span
     /// starts.
     pub(super) fn memory_bytes(&self) -> usize {
         self.len.next_multiple_of(PAGE_BYTES)
-            + self.page_starts.capacity() * std::mem::size_of::<u32>()
+            + self.span_starts.capacity() * std::mem::size_of::<u32>()
     }
 }
 
@@ -299,7 +302,7 @@ impl Arena {
 mod tests {
     use super::*;
 
-    fn header(code: u8, seq: u64) -> Header {
+    fn header(code: u16, seq: u64) -> Header {
         Header::packed(code, &Location::tombstone(seq, 0)).expect("fits")
     }
 
@@ -327,7 +330,7 @@ mod tests {
         }
         assert_eq!(at, arena.len());
         assert_eq!(
-            arena.memory_bytes() - arena.page_starts.capacity() * 4,
+            arena.memory_bytes() - arena.span_starts.capacity() * 4,
             arena.len().next_multiple_of(PAGE_BYTES)
         );
     }

@@ -4,14 +4,14 @@
 //! Packed header (a little-endian `u128`):
 //!
 //! ```text
-//! bits   0..7    key-length code: 0..=126 is the key length, 127 means a
-//!                LEB128 length follows the header (and the expiry slot)
-//! bit    7       wide: the location does not fit the packed fields and
+//! bits   0..11   key-length code: 0..=2046 is the key length, 2047 means
+//!                a LEB128 length follows the header (and the expiry slot)
+//! bit   11       wide: the location does not fit the packed fields and
 //!                lives in its shard's side table (bits 64..96 index it)
-//! bits   8..16   partition            (8 bits:  partitions 0..=255)
-//! bits  16..40   record length        (24 bits: records up to 16 MiB - 1)
-//! bits  40..80   value-log offset     (40 bits: offsets up to 1 TiB - 1)
-//! bits  80..127  sequence number      (47 bits: seqs up to 2^47 - 1)
+//! bits  12..18   partition            (6 bits:  partitions 0..=63)
+//! bits  18..42   record length        (24 bits: records up to 16 MiB - 1)
+//! bits  42..82   value-log offset     (40 bits: offsets up to 1 TiB - 1)
+//! bits  82..127  sequence number      (45 bits: seqs up to 2^45 - 1)
 //! bit   127      expiry slot: the entry carries 8 more bytes right after
 //!                the header, its expiry (`u64` LE Unix ms, 0 = none)
 //! ```
@@ -20,8 +20,8 @@
 //! table index (bits 64..96) and the expiry-slot bit:
 //!
 //! ```text
-//! bits   0..7    key-length code
-//! bit    7       wide (set)
+//! bits   0..11   key-length code
+//! bit   11       wide (set)
 //! bits  64..96   side-table index (u32::MAX: a dead entry, see below)
 //! bit   127      expiry slot
 //! ```
@@ -94,25 +94,26 @@ impl Location {
 
 /// Bytes of a packed header.
 pub(super) const HEADER_BYTES: usize = 16;
-/// Widest key-length code: keys this long or longer carry a LEB128 length.
-pub(super) const LONG_KEY_CODE: u8 = 127;
+/// Widest key-length code: keys this long or longer carry a LEB128 length
+/// (every key up to 2 KiB - 2 bytes has its length in the header).
+pub(super) const LONG_KEY_CODE: u16 = 2047;
 
 /// Bytes of an expiry slot.
 pub(super) const EXPIRY_BYTES: usize = 8;
 
-const KEY_CODE_MASK: u128 = 0x7f;
-const WIDE_BIT: u128 = 1 << 7;
+const KEY_CODE_MASK: u128 = 0x7ff;
+const WIDE_BIT: u128 = 1 << 11;
 const EXPIRY_SLOT_BIT: u128 = 1 << 127;
 /// Side-table index of a dead entry.
 const DEAD_INDEX: u32 = u32::MAX;
-const PARTITION_SHIFT: u32 = 8;
-const PARTITION_BITS: u32 = 8;
-const LEN_SHIFT: u32 = 16;
+const PARTITION_SHIFT: u32 = 12;
+const PARTITION_BITS: u32 = 6;
+const LEN_SHIFT: u32 = 18;
 const LEN_BITS: u32 = 24;
-const OFFSET_SHIFT: u32 = 40;
+const OFFSET_SHIFT: u32 = 42;
 const OFFSET_BITS: u32 = 40;
-const SEQ_SHIFT: u32 = 80;
-const SEQ_BITS: u32 = 47;
+const SEQ_SHIFT: u32 = 82;
+const SEQ_BITS: u32 = 45;
 const WIDE_INDEX_SHIFT: u32 = 64;
 
 /// Largest partition the packed form holds.
@@ -173,7 +174,7 @@ impl Header {
     /// `None` if `location` does not fit the packed fields. The expiry is
     /// not part of it (see [`Header::with_expiry_slot`]), nor is the
     /// expiry-slot bit set.
-    pub(super) fn packed(key_code: u8, location: &Location) -> Option<Header> {
+    pub(super) fn packed(key_code: u16, location: &Location) -> Option<Header> {
         if location.partition > PACKED_MAX_PARTITION
             || location.len > PACKED_MAX_LEN
             || location.offset > PACKED_MAX_OFFSET
@@ -192,7 +193,7 @@ impl Header {
 
     /// The header of a key with length code `key_code` whose location is
     /// entry `index` of its shard's side table.
-    pub(super) fn wide(key_code: u8, index: u32) -> Header {
+    pub(super) fn wide(key_code: u16, index: u32) -> Header {
         debug_assert_ne!(index, DEAD_INDEX, "the dead mark is no side-table index");
         Header(u128::from(key_code) | WIDE_BIT | (u128::from(index) << WIDE_INDEX_SHIFT))
     }
@@ -222,8 +223,8 @@ impl Header {
         self.0 & EXPIRY_SLOT_BIT != 0
     }
 
-    pub(super) fn key_code(self) -> u8 {
-        (self.0 & KEY_CODE_MASK) as u8
+    pub(super) fn key_code(self) -> u16 {
+        (self.0 & KEY_CODE_MASK) as u16
     }
 
     /// True if this is the dead mark of an entry that was moved.

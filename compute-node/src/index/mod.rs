@@ -50,6 +50,7 @@
 mod arena;
 mod location;
 mod shard;
+mod table;
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -34,17 +34,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::IndexError;
 use super::arena::{Arena, MAX_ARENA_BYTES, PAGE_BYTES, key_code, read_location};
 use super::location::{HEADER_BYTES, Header, Location, WideLocation};
+use super::table::{EMPTY, GROUP, Table};
 
-/// Control bytes compared at once.
-const GROUP: usize = 8;
-/// Control byte of an unused slot (full slots hold tags below 0x80).
-const EMPTY: u8 = 0x80;
 /// Smallest table that is allocated.
 const MIN_CAPACITY: usize = 16;
 /// The table grows once more than this share of its slots is full.
 const MAX_LOAD: (usize, usize) = (7, 8);
-/// Share of the slots that [`Shard::reserve`] and compaction aim to fill.
-const TARGET_LOAD: (usize, usize) = (4, 5);
+/// Share of the slots that [`Shard::reserve`] and compaction aim to fill
+/// (below [`MAX_LOAD`], so that a few more keys fit before a growth).
+const TARGET_LOAD: (usize, usize) = (6, 7);
 /// A growing table gets this many times its slots.
 const GROWTH: (usize, usize) = (9, 8);
 
@@ -172,10 +170,8 @@ impl ExpiryTally {
 /// One shard of the index.
 #[derive(Default)]
 pub(super) struct Shard {
-    /// `capacity + GROUP` control bytes; the last group mirrors the first.
-    ctrl: Box<[u8]>,
-    /// Arena offset of the entry in each full slot.
-    slots: Box<[u32]>,
+    /// Per slot a control byte and the arena offset of its entry.
+    table: Table,
     /// Entries (keys), tombstones included, dead copies not.
     entries: usize,
     /// Entries whose location is a tombstone.
@@ -199,7 +195,7 @@ pub(super) struct Shard {
 
 impl Shard {
     fn capacity(&self) -> usize {
-        self.slots.len()
+        self.table.capacity()
     }
 
     /// Entries and tombstones in this shard.
@@ -232,7 +228,7 @@ impl Shard {
             return 0;
         }
         let slot = home(hash, capacity);
-        u64::from(self.ctrl[slot]) ^ u64::from(self.slots[slot])
+        u64::from(self.table.ctrl()[slot]) ^ u64::from(self.table.slots()[slot])
     }
 
     /// The table slot that holds `key`'s entry (valid until the shard next
@@ -242,15 +238,16 @@ impl Shard {
         if capacity == 0 {
             return None;
         }
+        let (ctrl, slots) = (self.table.ctrl(), self.table.slots());
         let tag = tag(hash);
         let mut slot = home(hash, capacity);
         loop {
-            let group = group(&self.ctrl, slot);
+            let group = group(ctrl, slot);
             let mut candidates = matching(group, tag);
             while candidates != 0 {
                 let at = wrap(slot + first_byte(candidates), capacity);
-                if self.ctrl[at] == tag {
-                    let entry = self.arena.entry(self.slots[at] as usize);
+                if ctrl[at] == tag {
+                    let entry = self.arena.entry(slots[at] as usize);
                     if self.arena.key_eq(&entry, key) {
                         return Some(at);
                     }
@@ -267,13 +264,13 @@ impl Shard {
     /// The location of the entry in table slot `slot` (from
     /// [`Shard::find_slot`]).
     pub(super) fn location(&self, slot: usize) -> Location {
-        let entry = self.arena.entry(self.slots[slot] as usize);
+        let entry = self.arena.entry(self.table.slots()[slot] as usize);
         read_location(&self.arena, &self.wide, &entry)
     }
 
     /// The header for a key with length code `code` at `location`, taking
     /// a side-table entry if it does not pack (expiry-slot bit clear).
-    fn header_for(&mut self, code: u8, location: &Location) -> Header {
+    fn header_for(&mut self, code: u16, location: &Location) -> Header {
         if let Some(header) = Header::packed(code, location) {
             return header;
         }
@@ -344,7 +341,7 @@ impl Shard {
         slot: usize,
         location: Location,
     ) -> Result<(), IndexError> {
-        let at = self.slots[slot] as usize;
+        let at = self.table.slots()[slot] as usize;
         let entry = self.arena.entry(at);
         let old = read_location(&self.arena, &self.wide, &entry);
         let mut target = at;
@@ -361,7 +358,7 @@ impl Shard {
             };
             self.arena.write_header(at, entry.header.dead());
             self.dead_bytes += entry.end() - at;
-            self.slots[slot] = new_at;
+            self.table.parts_mut().1[slot] = new_at;
             target = new_at as usize;
             expiry_at = Some(target + HEADER_BYTES);
         }
@@ -422,7 +419,8 @@ impl Shard {
                 max_bytes: MAX_ARENA_BYTES as u64,
             });
         };
-        place(&mut self.ctrl, &mut self.slots, hash, at);
+        let (ctrl, slots) = self.table.parts_mut();
+        place(ctrl, slots, hash, at);
         self.entries += 1;
         if location.is_tombstone() {
             self.tombstones += 1;
@@ -442,19 +440,18 @@ impl Shard {
     /// Replaces the table with one of `capacity` slots holding every entry
     /// (dead copies left out).
     fn rebuild_table<S: BuildHasher>(&mut self, hasher: &S, capacity: usize) {
-        let mut ctrl = vec![EMPTY; capacity + GROUP].into_boxed_slice();
-        let mut slots = vec![0u32; capacity].into_boxed_slice();
+        let mut table = Table::new(capacity);
+        let (ctrl, slots) = table.parts_mut();
         let mut at = 0;
         while at < self.arena.len() {
             let entry = self.arena.entry(at);
             if !entry.header.is_dead() {
                 let hash = hasher.hash_one(self.arena.key(&entry));
-                place(&mut ctrl, &mut slots, hash, at as u32);
+                place(ctrl, slots, hash, at as u32);
             }
             at = entry.end();
         }
-        self.ctrl = ctrl;
-        self.slots = slots;
+        self.table = table;
     }
 
     /// Removes every tombstone, compacting the arena (also when it only
@@ -540,9 +537,8 @@ impl Shard {
     fn shrink_to_fit<S: BuildHasher>(&mut self, hasher: &S, changed: bool) {
         let fitting = capacity_for(self.entries, TARGET_LOAD);
         if self.entries == 0 {
-            self.ctrl = Box::default();
-            self.slots = Box::default();
-        } else if changed || self.capacity() > fitting * GROWTH.0 / GROWTH.1 {
+            self.table = Table::default();
+        } else if changed || self.capacity() > Table::granted(fitting * GROWTH.0 / GROWTH.1) {
             self.rebuild_table(hasher, fitting);
         }
         self.wide.shrink_to_fit();
@@ -660,11 +656,11 @@ impl Shard {
         let start = (random % capacity as u64) as usize;
         (0..capacity).find_map(|step| {
             let slot = wrap(start + step, capacity);
-            if self.ctrl[slot] == EMPTY {
+            if self.table.ctrl()[slot] == EMPTY {
                 return None;
             }
             // The table points only at entries that are not dead.
-            let entry = self.arena.entry(self.slots[slot] as usize);
+            let entry = self.arena.entry(self.table.slots()[slot] as usize);
             let location = read_location(&self.arena, &self.wide, &entry);
             if location.is_tombstone() {
                 return None;
@@ -676,8 +672,7 @@ impl Shard {
     /// Bytes this shard has allocated (dead copies' bytes included, as
     /// they are until compaction).
     pub(super) fn memory_bytes(&self) -> usize {
-        self.ctrl.len()
-            + self.slots.len() * std::mem::size_of::<u32>()
+        self.table.memory_bytes()
             + self.arena.memory_bytes()
             + self.wide.capacity() * std::mem::size_of::<WideLocation>()
             + self.wide_free.capacity() * std::mem::size_of::<u32>()
@@ -714,7 +709,8 @@ impl Shard {
                     .find_slot(hasher.hash_one(&key), &key)
                     .expect("every entry is in the table");
                 assert_eq!(
-                    self.slots[slot] as usize, at,
+                    self.table.slots()[slot] as usize,
+                    at,
                     "the table points at the entry"
                 );
             }
