@@ -44,10 +44,10 @@ fn stable_key(n: usize) -> Vec<u8> {
 }
 
 fn churn_key(n: u16) -> Vec<u8> {
-    // Lengths vary so that keys of 127 bytes or more (a longer length
-    // header in the arena) are among them.
+    // Lengths vary so that keys of 2047 bytes or more (a LEB128 length
+    // after the header in the arena) are among them.
     let mut key = format!("churn:{n}:").into_bytes();
-    key.resize(key.len() + usize::from(n % 150), b'x');
+    key.resize(key.len() + usize::from(n % 150) * 15, b'x');
     key
 }
 

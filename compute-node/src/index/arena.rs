@@ -6,14 +6,17 @@
 //! expiry slot 8 bytes of expiry (`u64` LE Unix ms, 0 = none), a LEB128 key
 //! length for keys of [`LONG_KEY_CODE`] bytes or more, then the key.
 //!
-//! The mapping reserves address space ahead of the entries (doubling), and
-//! grows with `mremap`, which moves pages without copying them; only the
-//! pages the entries reach are ever touched, so the arena costs its bytes in
-//! use rounded up to a page, and none of it is on the heap, where a growing
-//! index's freed tables would otherwise leave holes between arena pages.
-//! Dropping an arena (a compaction writes a new one) unmaps it.
+//! The mapping reserves address space ahead of the entries (up to the next
+//! power of two), and grows with `mremap`, which moves pages without
+//! copying them; only the pages the entries reach are ever touched (huge
+//! pages are refused for it), so the arena costs its bytes in use rounded
+//! up to a page, and none of it is on the heap, where a growing index's
+//! freed tables would otherwise leave holes between arena pages. Dropping
+//! an arena (a compaction writes a new one) unmaps it. Reads are bounded
+//! by the entries' own lengths, which callers take from entries below
+//! [`Arena::len`].
 
-use memmap2::{MmapMut, RemapOptions};
+use memmap2::{Advice, MmapMut, RemapOptions};
 
 use super::location::{EXPIRY_BYTES, HEADER_BYTES, Header, LONG_KEY_CODE, Location, WideLocation};
 
@@ -148,31 +151,51 @@ impl Arena {
             .copy_from_slice(&value.to_le_bytes());
     }
 
-    /// Makes the mapping reach `end` bytes, reserving twice that when it
-    /// must grow. Failing to map memory is an allocation failure, handled
-    /// as Rust handles any.
+    /// Makes the mapping reach `end` bytes. A growing mapping reserves
+    /// address space up to the next power of two (at least
+    /// [`FIRST_RESERVE_BYTES`]); where the system refuses that (strict
+    /// overcommit, an address-space limit), it asks for the pages `end`
+    /// needs alone. Failing that too is an allocation failure, handled as
+    /// Rust handles any.
     fn reach(&mut self, end: usize) {
+        debug_assert!(end <= MAX_ARENA_BYTES, "append checks the arena's bound");
         let reserved = self.region.as_ref().map_or(0, |region| region.len());
         if end <= reserved {
             return;
         }
-        let want = end
+        let roomy = end
             .max(FIRST_RESERVE_BYTES)
             .next_power_of_two()
             .min(MAX_ARENA_BYTES.next_multiple_of(PAGE_BYTES));
-        let grown = match &mut self.region {
-            // SAFETY: no reference into the mapping outlives this `&mut
-            // self` borrow, so moving it breaks no borrow.
-            Some(region) => unsafe { region.remap(want, RemapOptions::new().may_move(true)) },
-            None => MmapMut::map_anon(want).map(|region| {
-                self.region = Some(region);
-            }),
-        };
-        if grown.is_err() {
+        let exact = end.next_multiple_of(PAGE_BYTES);
+        if !self.grow_to(roomy) && !self.grow_to(exact) {
             std::alloc::handle_alloc_error(
-                std::alloc::Layout::from_size_align(want, PAGE_BYTES)
+                std::alloc::Layout::from_size_align(exact, PAGE_BYTES)
                     .unwrap_or(std::alloc::Layout::new::<u8>()),
             );
+        }
+    }
+
+    /// Grows (or first maps) the mapping to `len` bytes; false if the
+    /// system refuses.
+    fn grow_to(&mut self, len: usize) -> bool {
+        match &mut self.region {
+            // SAFETY: an anonymous mapping has no file whose end could be
+            // read past, and `&mut self` holds no reference into the
+            // mapping across the move.
+            Some(region) => {
+                unsafe { region.remap(len, RemapOptions::new().may_move(true)) }.is_ok()
+            }
+            None => match MmapMut::map_anon(len) {
+                Ok(region) => {
+                    // Huge pages would make the untouched reservation past
+                    // the entries resident; a refusal only costs that.
+                    let _ = region.advise(Advice::NoHugePage);
+                    self.region = Some(region);
+                    true
+                }
+                Err(_) => false,
+            },
         }
     }
 

@@ -29,7 +29,7 @@
 //! A location whose fields exceed those widths is stored whole (wide), so
 //! no field is ever truncated and ordering by seq stays exact (a record of
 //! 16 MiB or more costs its key a 24-byte side entry, small next to the
-//! record): the packed form holds the full seq whenever it fits 47 bits,
+//! record): the packed form holds the full seq whenever it fits 45 bits,
 //! and the wide form holds the full `u64`.
 //!
 //! The expiry is never packed into the header nor kept in the side table:
@@ -175,6 +175,7 @@ impl Header {
     /// not part of it (see [`Header::with_expiry_slot`]), nor is the
     /// expiry-slot bit set.
     pub(super) fn packed(key_code: u16, location: &Location) -> Option<Header> {
+        debug_assert!(u128::from(key_code) <= KEY_CODE_MASK, "a key-length code");
         if location.partition > PACKED_MAX_PARTITION
             || location.len > PACKED_MAX_LEN
             || location.offset > PACKED_MAX_OFFSET
@@ -194,6 +195,7 @@ impl Header {
     /// The header of a key with length code `key_code` whose location is
     /// entry `index` of its shard's side table.
     pub(super) fn wide(key_code: u16, index: u32) -> Header {
+        debug_assert!(u128::from(key_code) <= KEY_CODE_MASK, "a key-length code");
         debug_assert_ne!(index, DEAD_INDEX, "the dead mark is no side-table index");
         Header(u128::from(key_code) | WIDE_BIT | (u128::from(index) << WIDE_INDEX_SHIFT))
     }

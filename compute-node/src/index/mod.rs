@@ -24,7 +24,8 @@
 //! Memory: each key costs a 16-byte packed header (location and key length,
 //! laid out in the `location` module), its key bytes (plus a LEB128 length
 //! for keys of 2047 bytes or more) in its shard's arena, and 5 bytes per
-//! table slot at a load between 77 % and 87.5 %. A key with a TTL costs 8
+//! table slot at a load of at most 87.5 % (a table takes all the slots its
+//! whole pages hold, so a small shard's load is lower). A key with a TTL costs 8
 //! bytes more (its expiry, in a slot after the header); one that gains a
 //! TTL after insertion is moved to the end of its shard's arena, its old
 //! bytes reclaimed by compaction (once a shard's dead bytes pass half its
@@ -33,8 +34,9 @@
 //! copies of the whole index; [`Index::reserve`] sizes every table for an
 //! expected key count up front. Keys are compared byte for byte: the hash
 //! tag only picks candidates. Arenas and tables are anonymous mappings, not
-//! heap memory (see the `arena` and `table` modules), so the process's
-//! resident memory follows the index's accounting. Measured at 1 Mi keys
+//! heap memory (see the `arena` and `table` modules; what stays on the heap
+//! is small: span starts, the side table of wide locations, empty tables),
+//! so the process's resident memory follows the index's accounting. Measured at 1 Mi keys
 //! (accounted / resident bytes per key): 30.6 / 31.0 for 8-byte keys (30.0
 //! / 30.0 at 16 Mi), 122.6 / 123.0 for 100-byte keys, the key length + 22.8
 //! / + 23.6 at 1 KiB; 38.6 / 39.0 for 8-byte keys with a TTL, 48.2 / 48.7
@@ -42,8 +44,10 @@
 //! not yet compacted).
 //!
 //! Limits: a location whose seq, offset, record length or partition passes
-//! the packed widths ([`PACKED_MAX_SEQ`] and friends) is kept whole in a side
-//! table, so ordering by seq is always exact (the expiry never goes there:
+//! the packed widths ([`PACKED_MAX_SEQ`], 2^45 - 1; [`PACKED_MAX_PARTITION`],
+//! 63; and friends) is kept whole in a side table at 24 bytes more per key
+//! (a node with more than 64 partitions pays that for the keys of the
+//! others), so ordering by seq is always exact (the expiry never goes there:
 //! it stays in the entry's slot); one shard's arena holds at most 4 GiB of
 //! headers, expiries and keys ([`IndexError::ShardFull`]).
 

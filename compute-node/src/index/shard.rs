@@ -1,13 +1,10 @@
 //! One shard of the index: an arena of entries and a compact open-addressing
 //! table over it.
 //!
-//! **Arena.** Entries are appended to a run of fixed-size pages. An entry
-//! is a 16-byte header (the packed location, the key's length code and the
-//! expiry-slot bit, see [`super::location`]), for an entry with an expiry
-//! slot 8 bytes of expiry (`u64` LE Unix ms, 0 = none), a LEB128 key length
-//! for keys of 127 bytes or more, then the key. Entries are laid end to end
-//! and may straddle pages, so the only unused arena bytes are the tail of
-//! the last page and the bytes of dead entries.
+//! **Arena.** Entries are appended end to end to the shard's [`Arena`] (one
+//! growing memory mapping; the entry layout is in the `arena` module), so
+//! the only unused arena bytes are the tail of its last page and the bytes
+//! of dead entries.
 //!
 //! An entry moves in only two ways. A key that gains an expiry while its
 //! entry has no slot is appended anew at the arena's end (with a slot), its

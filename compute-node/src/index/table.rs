@@ -53,7 +53,12 @@ impl Table {
             .then(|| MmapMut::map_anon(words_for(granted) * 4).ok())
             .flatten();
         let (capacity, words) = match mapped {
-            Some(map) => (granted, Words::Mapped(map)),
+            Some(map) => {
+                // Its pages are all touched at once; huge pages would only
+                // round them up. A refusal costs nothing else.
+                let _ = map.advise(memmap2::Advice::NoHugePage);
+                (granted, Words::Mapped(map))
+            }
             None => (
                 capacity,
                 Words::Heap(vec![0u32; words_for(capacity)].into_boxed_slice()),

@@ -450,8 +450,8 @@ enum Op {
     },
 }
 
-/// A pool of keys of varied lengths, some straddling arena pages once
-/// enough of them are stored.
+/// A pool of keys of varied lengths, some long enough (2047 bytes or more)
+/// to carry a LEB128 length after the header.
 fn key_pool() -> Vec<Vec<u8>> {
     (0..40usize)
         .map(|i| {
@@ -551,11 +551,12 @@ fn collect_cycle<S: BuildHasher>(
     all
 }
 
-/// A pool of 8 long keys: stored in one shard, a few of them gaining a TTL
-/// (each a move) leave it mostly dead, so moves compact it.
+/// A pool of 8 long keys (2041 to 2062 bytes, the longer ones carrying a
+/// LEB128 length): stored in one shard, a few of them gaining a TTL (each a
+/// move) leave it mostly dead, so moves compact it.
 fn long_key_pool() -> Vec<Vec<u8>> {
     (0..8usize)
-        .map(|i| (0..1000 + 13 * i).map(|b| (b * 3 + i) as u8).collect())
+        .map(|i| (0..2041 + 3 * i).map(|b| (b * 3 + i) as u8).collect())
         .collect()
 }
 
@@ -891,7 +892,7 @@ fn expiries_are_stored_counted_and_survive_compaction() {
         expire_at_ms: 700,
         ..put(0, 0)
     };
-    let long_key = vec![b'l'; 300];
+    let long_key = vec![b'l'; 2100];
     index.apply(b"a", expiring(1, 0, 100));
     index.apply(b"b", expiring(2, 0, 300));
     index.apply(&long_key, expiring(3, 0, u64::MAX));
