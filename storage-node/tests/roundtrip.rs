@@ -674,3 +674,38 @@ fn expiry_times_and_expire_entries_survive_reopen_in_the_key_log() {
         Some(&b"token"[..])
     );
 }
+
+#[test]
+fn a_direct_file_reads_written_bytes_through_the_page_cache_at_any_offset() {
+    use storage_node::aligned::AlignedBuf;
+    use storage_node::{Disk, FileKind, IoEngineKind, OsDisk};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("direct.log");
+    let disk = OsDisk::new(IoEngineKind::Uring);
+    let file = disk.open(&path, FileKind::Direct, true).expect("open");
+    let mut written = AlignedBuf::zeroed(3 * 4096);
+    for (i, b) in written.iter_mut().enumerate() {
+        *b = (i * 7 % 251) as u8;
+    }
+    file.allocate(0, written.len() as u64).expect("allocate");
+    file.write_at(&written, 0).expect("direct write");
+    // A direct read must be aligned; a cached one need not be.
+    let mut unaligned = vec![0u8; 5000];
+    assert!(
+        file.read_at(&mut unaligned, 1).is_err(),
+        "an unaligned direct read is refused"
+    );
+    for _ in 0..2 {
+        let got = file.read_cached_at(&mut unaligned, 1).expect("cached read");
+        assert_eq!(got, unaligned.len());
+        assert_eq!(&unaligned[..], &written[1..5001]);
+    }
+    // Past the end it reads what there is.
+    let mut tail = vec![0u8; 100];
+    assert_eq!(
+        file.read_cached_at(&mut tail, written.len() as u64 - 10)
+            .expect("read"),
+        10
+    );
+    assert_eq!(&tail[..10], &written[written.len() - 10..]);
+}

@@ -4,7 +4,8 @@
 //! Bytes still in a write buffer are copied from its mapping under the
 //! partition lock (a buffer is only reused after its data reached the value
 //! log, so anything not in a buffer at that moment is in the file); the rest
-//! is read from the value log with O_DIRECT, without the lock.
+//! is read from the value log without the lock: a record through the page
+//! cache ([`crate::disk::DiskFile::read_cached_at`]), a range with O_DIRECT.
 
 use std::ops::Range;
 
@@ -145,7 +146,10 @@ impl Partition {
 
     fn read_vlog(&self, buf: &mut AlignedBuf, offset: u64) -> Result<usize> {
         let target = buf.spare_aligned_mut();
-        self.vlog.read_at(target, offset).map_err(|e| {
+        // A point read of flushed bytes: through the page cache, so that a
+        // record read again (by another compute node, or after one
+        // restarts) is not read from the disk again.
+        self.vlog.read_cached_at(target, offset).map_err(|e| {
             StorageError::io(
                 format!("reading the value log of partition {} at {offset}", self.id),
                 e,
