@@ -146,9 +146,13 @@ impl Arena {
         u64::from_le_bytes(bytes)
     }
 
+    /// Copies `bytes` into the arena at `at` (within the mapped length).
+    fn write(&mut self, at: usize, bytes: &[u8]) {
+        self.bytes_mut(at, bytes.len()).copy_from_slice(bytes);
+    }
+
     pub(super) fn write_u64(&mut self, at: usize, value: u64) {
-        self.bytes_mut(at, EXPIRY_BYTES)
-            .copy_from_slice(&value.to_le_bytes());
+        self.write(at, &value.to_le_bytes());
     }
 
     /// Makes the mapping reach `end` bytes. A growing mapping reserves
@@ -229,10 +233,8 @@ impl Arena {
             self.write_u64(at + HEADER_BYTES, expiry);
         }
         let prefix_at = at + HEADER_BYTES + slot_len;
-        self.bytes_mut(prefix_at, prefix_len)
-            .copy_from_slice(&prefix[..prefix_len]);
-        self.bytes_mut(prefix_at + prefix_len, key.len())
-            .copy_from_slice(key);
+        self.write(prefix_at, &prefix[..prefix_len]);
+        self.write(prefix_at + prefix_len, key);
         self.len = end;
         Some(at as u32)
     }
@@ -244,8 +246,7 @@ impl Arena {
     }
 
     pub(super) fn write_header(&mut self, at: usize, header: Header) {
-        self.bytes_mut(at, HEADER_BYTES)
-            .copy_from_slice(&header.to_bytes());
+        self.write(at, &header.to_bytes());
     }
 
     /// The entry that starts at `at`.
