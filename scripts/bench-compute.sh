@@ -7,19 +7,26 @@
 #     and -r 100000, against `compute-node serve` and against redis-server
 #     (AOF, everysec), alternately and twice each; then random GETs against
 #     a compute node started afresh (cold value cache).
-# Usage: scripts/bench-compute.sh [WORKDIR]   (a few minutes)
+# Usage: scripts/bench-compute.sh [WORKDIR]   (a few minutes; 3 GiB of disk)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=${1:-$(mktemp -d)}
-mkdir -p "$work"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+work_dir "${1:-}"
 need redis-server redis-server redis-benchmark redis-tools redis-cli redis-tools
+need_free_mib "$work" 3072
 
 cargo build --release -q -p storage-node -p compute-node -p eval
 bin=target/release
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() {
+  local status=$?
+  for p in "${compute_pid:-}" "${storage_pid:-}" "${pids[@]}"; do
+    if [ -n "$p" ]; then kill "$p" 2>/dev/null || true; fi
+  done
+  wait 2>/dev/null || true
+  remove_own_work "$status"
+}
 trap cleanup EXIT
 
 echo "== transport (raw QUIC bulk, one stream)"
@@ -33,17 +40,39 @@ $bin/eval --per-thread 65536 --value-size 16 2>/dev/null | grep -E '^(restart|in
 
 echo "== redis-benchmark, 4 KiB values, 16 clients, SplitKV and Redis alternately, twice"
 $bin/storage-node gen-certs --out "$work/certs" >/dev/null
-RUST_LOG=warn $bin/storage-node serve --listen 127.0.0.1:17000 --data-dir "$work/data" \
-  --certs "$work/certs/storage" 2>"$work/storage.log" & pids+=($!)
+# Each SplitKV pass runs on a storage node of its own, on an empty data
+# directory removed after the pass: the logs keep every overwrite until
+# garbage collection, and eight SET passes of 400 MiB would not fit every
+# machine this runs on.
+store=0
+start_storage() {
+  store=$((store + 1))
+  RUST_LOG=warn $bin/storage-node serve --listen 127.0.0.1:17000 --data-dir "$work/data-$store" \
+    --certs "$work/certs/storage" 2>>"$work/storage.log" &
+  storage_pid=$!
+}
 # The compute node keeps trying to reach the storage node while it starts.
 start_compute() {
   RUST_LOG=warn $bin/compute-node serve --storage localhost:17000 --certs "$work/certs/compute" \
     --listen 127.0.0.1:16380 2>>"$work/compute.log" &
   compute_pid=$!
-  pids+=("$compute_pid")
   wait_for "compute-node serve on 127.0.0.1:16380 (see $work/compute.log)" 30 redis-cli -p 16380 ping
 }
-start_compute
+stop() {
+  kill "$1"
+  wait "$1" 2>/dev/null || true
+}
+# fresh_splitkv: stops the SplitKV pair if one runs, removes its data, and
+# starts a new pair on an empty data directory.
+fresh_splitkv() {
+  if [ "$store" -gt 0 ]; then
+    stop "$compute_pid"
+    stop "$storage_pid"
+    rm -rf "$work/data-$store"
+  fi
+  start_storage
+  start_compute
+}
 mkdir -p "$work/redis"
 redis-server --port 16390 --bind 127.0.0.1 --dir "$work/redis" --appendonly yes \
   --appendfsync everysec --save '' >"$work/redis.log" 2>&1 & pids+=($!)
@@ -57,10 +86,12 @@ bench() {
       '$1=="SET"||$1=="GET"{printf "%-8s %-24s %s %8.0f ops/s\n", n, l, $1, $2}'
 }
 # The GETs of a run read the keys its SETs wrote: the compute node's value
-# cache holds them (it is filled by the node's own writes).
+# cache holds them (it is filled by the node's own writes). The latency and
+# cold runs below use the storage node of the last pass.
 for keys in 5000 100000; do
   for P in 1 16; do
     for round in 1 2; do
+      fresh_splitkv
       bench splitkv 16380 "-r $keys -P $P (#$round)" -t set,get -P "$P" -r "$keys"
       bench redis 16390 "-r $keys -P $P (#$round)" -t set,get -P "$P" -r "$keys"
     done
@@ -76,8 +107,7 @@ redis-cli -p 16380 info | grep -E '^(hit_ratio|cache_hits|cache_bytes|point_read
 # Cold: a compute node started afresh (empty cache, no windows) under random
 # GETs: every first read of a key is a point read, and no window is fetched
 # unless the misses are close together.
-kill "$compute_pid"
-wait "$compute_pid" 2>/dev/null || true
+stop "$compute_pid"
 start_compute
 bench splitkv 16380 "cold -r 100000 -P 16" -t get -P 16 -r 100000 -n 200000
 bench redis 16390 "cold -r 100000 -P 16" -t get -P 16 -r 100000 -n 200000

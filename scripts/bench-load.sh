@@ -8,17 +8,21 @@
 # Usage: scripts/bench-load.sh [WORKDIR] [REQUESTS]   (about a minute)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=${1:-$(mktemp -d)}
 requests=${2:-200000}
-mkdir -p "$work"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+work_dir "${1:-}"
 need redis-server redis-server redis-benchmark redis-tools redis-cli redis-tools
 
 cargo build --release -q -p storage-node -p compute-node
 bin=target/release
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() {
+  local status=$?
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  remove_own_work "$status"
+}
 trap cleanup EXIT
 ulimit -n 20000
 

@@ -8,16 +8,20 @@
 # Usage: scripts/bench-point-reads.sh [WORKDIR]   (about half a minute)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=${1:-$(mktemp -d)}
-mkdir -p "$work"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+work_dir "${1:-}"
 need redis-benchmark redis-tools redis-cli redis-tools
 
 cargo build --release -q -p storage-node -p compute-node
 bin=target/release
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() {
+  local status=$?
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  remove_own_work "$status"
+}
 trap cleanup EXIT
 
 $bin/storage-node gen-certs --out "$work/certs" >/dev/null

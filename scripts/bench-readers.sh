@@ -22,11 +22,9 @@
 # Usage: scripts/bench-readers.sh [WORKDIR]   (about two minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-own_work=
-if [ $# -ge 1 ]; then work=$1; else work=$(mktemp -d) own_work=1; fi
-mkdir -p "$work"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+work_dir "${1:-}"
 need redis-benchmark redis-tools redis-cli redis-tools
 
 # Seconds of each measurement: a scaling step, and one of (a), (b), (c).
@@ -44,6 +42,7 @@ clients=()  # redis-benchmark runs under way
 readers=(16581 16582 16583 16584)
 reader_pids=()
 cleanup() {
+  local status=$?
   # A stopped process only sees SIGTERM once continued.
   for p in "${reader_pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
   # Clients, compute nodes, the storage node last.
@@ -51,8 +50,7 @@ cleanup() {
   for p in "${clients[@]}"; do kill "$p" 2>/dev/null || true; done
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[$i]}" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  # The write load leaves several GiB of logs behind.
-  if [ -n "$own_work" ]; then rm -rf "$work/data"; fi
+  remove_own_work "$status"
 }
 trap cleanup EXIT
 

@@ -41,3 +41,39 @@ wait_for() {
   echo "$(basename "$0"): $what did not answer within $seconds s" >&2
   exit 1
 }
+
+# work_dir [DIR]: sets $work to DIR, or to a new temporary directory that
+# remove_own_work deletes (call it from the script's EXIT trap); a DIR
+# given by the user is kept.
+work_dir() {
+  if [ $# -ge 1 ] && [ -n "$1" ]; then
+    work=$1 own_work=
+  else
+    work=$(mktemp -d) own_work=1
+  fi
+  mkdir -p "$work"
+}
+
+# remove_own_work STATUS: if work_dir made $work, deletes it when STATUS
+# is 0; otherwise deletes only the data (data*/, redis/) and says where the
+# logs are.
+remove_own_work() {
+  if [ -z "${own_work:-}" ] || [ -z "${work:-}" ]; then return 0; fi
+  if [ "$1" -eq 0 ]; then
+    rm -rf "$work"
+  else
+    rm -rf "$work"/data* "$work/redis"
+    echo "$(basename "$0"): logs kept in $work" >&2
+  fi
+}
+
+# need_free_mib DIR MIB: exits the script with a clear message unless the
+# file system of DIR has at least MIB MiB free.
+need_free_mib() {
+  local free_mib
+  free_mib=$(df -Pm "$1" | awk 'NR==2{print $4}')
+  if [ "$free_mib" -lt "$2" ]; then
+    echo "$(basename "$0"): needs $2 MiB free under $1, has $free_mib MiB" >&2
+    exit 1
+  fi
+}
