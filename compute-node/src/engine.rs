@@ -40,6 +40,8 @@ pub(crate) struct Counters {
     pub(crate) hits: AtomicU64,
     pub(crate) misses: AtomicU64,
     pub(crate) point_reads: AtomicU64,
+    /// Coalesced put batches sent (see `coalesce`).
+    pub(crate) put_batches: AtomicU64,
     pub(crate) window_fetches: AtomicU64,
     pub(crate) window_fetch_bytes: AtomicU64,
     pub(crate) tail_pulls: AtomicU64,
@@ -86,6 +88,9 @@ pub struct EngineStats {
     pub cache_capacity_bytes: u64,
     /// Records read on their own.
     pub point_reads: u64,
+    /// Batches that carried the puts of [`Engine::put_each_async`] (the
+    /// RESP server's plain SETs): with `puts`, how well they coalesced.
+    pub put_batches: u64,
     /// Windows fetched.
     pub window_fetches: u64,
     /// Bytes those fetches brought.
@@ -143,6 +148,7 @@ pub(crate) struct Inner {
     pub(crate) counters: Counters,
     pub(crate) handle: tokio::runtime::Handle,
     next_partition: AtomicUsize,
+    next_client_partition: AtomicUsize,
     /// Woken each time a reader applies followed key-log entries, and each
     /// time the writer's active expiry removes keys.
     pub(crate) applied: tokio::sync::Notify,
@@ -157,6 +163,8 @@ pub(crate) struct Inner {
     pub(crate) expirer: parking_lot::Mutex<Option<tokio::task::AbortHandle>>,
     /// Keeps multi-key reads from seeing part of a batch.
     pub(crate) batches: BatchGate,
+    /// The lanes that coalesce plain puts, one per partition.
+    pub(crate) put_lanes: crate::coalesce::Lanes<crate::coalesce::QueuedRun>,
     /// Per partition: key-log entries applied (the rebuild's and, for a
     /// reader, the followed ones).
     pub(crate) applied_entries: Vec<AtomicU64>,
@@ -387,9 +395,15 @@ impl Engine {
     }
 
     /// A partition for a new caller that wants its writes kept in order
-    /// (for example one RESP client connection).
+    /// (for example one RESP client connection): round robin over the
+    /// first [`EngineConfig::client_partitions`] partitions.
     pub fn assign_partition(&self) -> usize {
-        self.inner.next_partition()
+        let inner = &self.inner;
+        let spread = match inner.config.client_partitions {
+            0 => inner.partitions(),
+            n => n.min(inner.partitions()),
+        };
+        inner.next_client_partition.fetch_add(1, Ordering::Relaxed) % spread
     }
 
     /// Counters and state.
@@ -415,6 +429,7 @@ impl Engine {
             cache_entries: cache.entries,
             cache_capacity_bytes: cache.capacity_bytes,
             point_reads: c.point_reads.load(Ordering::Relaxed),
+            put_batches: c.put_batches.load(Ordering::Relaxed),
             window_fetches: c.window_fetches.load(Ordering::Relaxed),
             window_fetch_bytes: c.window_fetch_bytes.load(Ordering::Relaxed),
             tail_pulls: c.tail_pulls.load(Ordering::Relaxed),
@@ -502,12 +517,14 @@ async fn connect_inner(
         counters: Counters::default(),
         handle,
         next_partition: AtomicUsize::new(0),
+        next_client_partition: AtomicUsize::new(0),
         applied: tokio::sync::Notify::new(),
         follow_caught_up: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
         writer: AtomicBool::new(config_writer),
         followers: parking_lot::Mutex::new(Vec::new()),
         expirer: parking_lot::Mutex::new(None),
         batches: BatchGate::default(),
+        put_lanes: crate::coalesce::Lanes::new(partitions),
         applied_entries: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         applied_at_ms: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         started: std::time::Instant::now(),

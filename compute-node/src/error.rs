@@ -48,5 +48,23 @@ impl EngineError {
     }
 }
 
+impl EngineError {
+    /// This failure for each put of a batch that failed as a whole: the
+    /// same error (a runtime failure, which no write meets, as a protocol
+    /// error).
+    pub(crate) fn for_each_put(&self) -> Self {
+        match self {
+            Self::Invalid(wire) => Self::Invalid(wire.clone()),
+            Self::Storage(client) => Self::Storage(client.clone()),
+            Self::Corrupt { key, wire } => Self::Corrupt {
+                key: key.clone(),
+                wire: wire.clone(),
+            },
+            Self::ReadOnly => Self::ReadOnly,
+            Self::Runtime(e) => Self::Storage(ClientError::Protocol(e.to_string())),
+        }
+    }
+}
+
 /// Result of engine operations.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;

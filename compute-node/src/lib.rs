@@ -5,6 +5,7 @@
 
 mod batch_gate;
 mod cache;
+mod coalesce;
 pub mod config;
 mod engine;
 pub mod error;

@@ -62,7 +62,7 @@ fn value_of(key: &[u8], location: &Location, bytes: &Bytes) -> Result<Bytes> {
 }
 
 /// A written value for the value cache.
-enum Cacheable<'a> {
+pub(crate) enum Cacheable<'a> {
     /// To be copied into a buffer of its own.
     Borrowed(&'a [u8]),
     /// Already in a buffer of its own.
@@ -73,7 +73,7 @@ impl Inner {
     /// Records an acknowledged put in the index, then in the value cache
     /// (`value`, when the cache takes values of its size): from the index
     /// change on, no read returns an older version.
-    fn record_put(
+    pub(crate) fn record_put(
         &self,
         partition: usize,
         key: &[u8],
@@ -191,7 +191,12 @@ impl Inner {
 
     /// Checks a write's key (and value) against the limits and returns the
     /// partition it goes to.
-    fn prepare_write(&self, partition: usize, key: &[u8], value: Option<&[u8]>) -> Result<usize> {
+    pub(crate) fn prepare_write(
+        &self,
+        partition: usize,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<usize> {
         self.check_key(key)?;
         if let Some(value) = value {
             self.check_value(value)?;
@@ -360,7 +365,7 @@ async fn submit<T>(
 
 /// Sends a write with `send` as [`submit`] does, waiting for a connection
 /// that is down; a reader refuses it before sending.
-async fn submit_write<T>(
+pub(crate) async fn submit_write<T>(
     inner: &Inner,
     partition: usize,
     send: impl Fn() -> std::result::Result<Call<T>, ClientError>,

@@ -148,6 +148,7 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
              cache_entries:{}\r\n\
              cache_capacity_bytes:{}\r\n\
              puts:{}\r\n\
+             put_batches:{}\r\n\
              deletes:{}\r\n\
              partitions:{}\r\n\
              storage_connections_up:{}\r\n\
@@ -172,6 +173,7 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
             stats.cache_entries,
             stats.cache_capacity_bytes,
             stats.puts,
+            stats.put_batches,
             stats.deletes,
             stats.partitions,
             stats.links_up,

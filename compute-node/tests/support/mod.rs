@@ -175,6 +175,7 @@ impl Drop for StorageNode {
 }
 
 /// Deterministic value bytes for (key, version) of `len` bytes.
+#[allow(dead_code, reason = "most tests use it, coalesced_sets.rs does not")]
 pub fn value_for(key: &[u8], version: u64, len: usize) -> Vec<u8> {
     let mut state = key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)

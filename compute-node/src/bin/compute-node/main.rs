@@ -73,6 +73,11 @@ struct ServeArgs {
     /// Threads of the async runtime.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Partitions the Redis clients' writes are spread over, round robin:
+    /// the SETs of the clients that share a partition share its requests
+    /// to the storage node (0: every partition).
+    #[arg(long, default_value_t = compute_node::config::DEFAULT_CLIENT_PARTITIONS)]
+    client_partitions: usize,
     /// How long to keep trying to reach the storage node at start (it may
     /// be starting too), in milliseconds.
     #[arg(long, default_value_t = 30_000)]
@@ -106,6 +111,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     config.request_timeout_ms = args.request_timeout_ms;
     config.limits.max_value_bytes = args.max_value_bytes;
     config.worker_threads = args.threads;
+    config.client_partitions = args.client_partitions;
     config.writer = !args.read_only;
     let engine = Arc::new(connect_with_retries(
         config,

@@ -359,27 +359,18 @@ impl<'a> RespClient<'a> {
         Ok(Flow::Continue)
     }
 
-    /// Answers each of `run` (plain `SET key value` commands): all are sent
-    /// on the client's own connection before any acknowledgement is waited
-    /// for, so they take effect in order at the cost of one round trip.
+    /// Answers each of `run` (plain `SET key value` commands): the run goes
+    /// to the storage node through the client's partition in one request,
+    /// together with the runs of the partition's other clients that arrive
+    /// meanwhile ([`Engine::put_each_async`]), so they take effect in order
+    /// at the cost of one round trip.
     async fn set_run<'c>(
         &self,
         run: impl ExactSizeIterator<Item = &'c [Bytes]>,
         out: &mut Replies,
     ) {
-        let mut pending = Vec::with_capacity(run.len());
-        for cmd in run {
-            pending.push(
-                self.engine
-                    .start_put(self.partition, cmd[1].clone(), &cmd[2], 0)
-                    .await,
-            );
-        }
-        for started in pending {
-            let result = match started {
-                Ok(put) => self.engine.finish_put(put).await,
-                Err(e) => Err(e),
-            };
+        let pairs = run.map(|cmd| (cmd[1].clone(), cmd[2].clone())).collect();
+        for result in self.engine.put_each_async(self.partition, pairs).await {
             match result {
                 Ok(()) => out.simple("OK"),
                 Err(e) => engine_error(out, &e),

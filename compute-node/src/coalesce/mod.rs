@@ -1,0 +1,193 @@
+//! The engine's coalesced puts ([`Engine::put_each_async`]): each caller's
+//! run of puts joins its partition's lane ([`lanes`], the policy); a run
+//! that finds the lane idle is sent by its caller, and what collects behind
+//! it by a task of the lane's, one `write_many` at a time, every put
+//! recorded in the index and the value cache before its caller hears of it.
+
+pub mod lanes;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use splitkv_common::client::{BatchOp, ClientError};
+use tokio::sync::oneshot;
+
+use crate::engine::{Engine, Inner};
+use crate::error::{EngineError, Result};
+use crate::ops::Cacheable;
+use lanes::Joined;
+pub(crate) use lanes::Lanes;
+
+/// One caller's run of puts waiting in a lane, and where their outcomes go.
+pub(crate) struct QueuedRun {
+    pairs: Vec<(Bytes, Bytes)>,
+    done: oneshot::Sender<Vec<Result<()>>>,
+}
+
+/// A leader's hold on its lane, dropped once its batch is answered or when
+/// the leader goes away first (its future dropped): either way the runs
+/// that collected behind it are then sent on a task of their own, so no
+/// lane stays in flight for good.
+struct Lead<'a> {
+    inner: &'a Arc<Inner>,
+    lane: usize,
+}
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        Inner::spawn_lane(self.inner, self.lane);
+    }
+}
+
+impl Engine {
+    /// Puts each `(key, value)` pair (without expiry) through `partition`
+    /// with an outcome per pair, in order: a pair over the limits fails
+    /// alone, without being sent. The runs of the callers of one partition
+    /// that arrive while its previous batch is in flight travel to the
+    /// storage node together, one request for them all; one caller's puts
+    /// take effect in its order, and each is in the index, and readable,
+    /// before its outcome is returned. A failed batch fails every put in it; as for any
+    /// write, one that failed after it was sent may or may not have
+    /// happened.
+    pub async fn put_each_async(
+        &self,
+        partition: usize,
+        pairs: Vec<(Bytes, Bytes)>,
+    ) -> Vec<Result<()>> {
+        Inner::put_each(&self.inner, partition, pairs).await
+    }
+}
+
+impl Inner {
+    async fn put_each(
+        this: &Arc<Self>,
+        partition: usize,
+        pairs: Vec<(Bytes, Bytes)>,
+    ) -> Vec<Result<()>> {
+        if !this.is_writer() {
+            return pairs.iter().map(|_| Err(EngineError::ReadOnly)).collect();
+        }
+        let mut outcomes: Vec<Option<Result<()>>> = Vec::with_capacity(pairs.len());
+        let mut valid = Vec::with_capacity(pairs.len());
+        let mut run_bytes = 0;
+        for (key, value) in pairs {
+            match this.prepare_write(partition, &key, Some(&value)) {
+                Ok(_) => {
+                    run_bytes += key.len() + value.len();
+                    valid.push((key, value));
+                    outcomes.push(None);
+                }
+                Err(e) => outcomes.push(Some(Err(e))),
+            }
+        }
+        if !valid.is_empty() {
+            let lane = partition % this.partitions();
+            let (done, answer) = oneshot::channel();
+            let run = QueuedRun { pairs: valid, done };
+            match this.put_lanes.join(lane, run, run_bytes) {
+                Joined::Lead { batch } => {
+                    // The leader sends its own batch; what collects meanwhile
+                    // goes on a task of its own, so the leader answers its
+                    // client after one round trip.
+                    let _lead = Lead { inner: this, lane };
+                    this.send_put_batch(lane, batch).await;
+                }
+                Joined::Queued => {}
+            }
+            let mut results = answer.await.unwrap_or_else(|_| Vec::new()).into_iter();
+            for outcome in outcomes.iter_mut().filter(|outcome| outcome.is_none()) {
+                *outcome = Some(
+                    results
+                        .next()
+                        .unwrap_or(Err(EngineError::Storage(ClientError::ShutDown))),
+                );
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|outcome| outcome.unwrap_or(Err(EngineError::Storage(ClientError::ShutDown))))
+            .collect()
+    }
+
+    /// Sends `lane`'s next batches on a task of its own, if any collected.
+    fn spawn_lane(this: &Arc<Self>, lane: usize) {
+        if let Some(next) = this.put_lanes.next_batch(lane) {
+            let inner = Arc::clone(this);
+            this.handle
+                .spawn(async move { inner.drive_lane(lane, next).await });
+        }
+    }
+
+    /// Sends `lane`'s batches, `first` and then each that collected while
+    /// the one before was in flight, until the lane is idle.
+    async fn drive_lane(&self, lane: usize, first: Vec<QueuedRun>) {
+        let mut batch = first;
+        loop {
+            self.send_put_batch(lane, batch).await;
+            match self.put_lanes.next_batch(lane) {
+                Some(next) => batch = next,
+                None => return,
+            }
+        }
+    }
+
+    /// Sends the runs of `batch` as one `write_many` through `partition`,
+    /// records every acknowledged put, and answers each run.
+    async fn send_put_batch(&self, partition: usize, batch: Vec<QueuedRun>) {
+        let ops: Vec<BatchOp<'_>> = batch
+            .iter()
+            .flat_map(|run| run.pairs.iter())
+            .map(|(key, value)| BatchOp::put(key, value))
+            .collect();
+        let acks = match crate::ops::submit_write(self, partition, || {
+            self.client.write_many(partition, &ops)
+        })
+        .await
+        {
+            Ok(call) => call.wait().await.map_err(EngineError::from),
+            Err(e) => Err(e),
+        };
+        let acks = acks.and_then(|acks| {
+            if acks.len() == ops.len() {
+                Ok(acks)
+            } else {
+                Err(EngineError::Storage(ClientError::Protocol(format!(
+                    "{} acknowledgements for a batch of {} puts",
+                    acks.len(),
+                    ops.len()
+                ))))
+            }
+        });
+        drop(ops);
+        self.counters.put_batches.fetch_add(1, Ordering::Relaxed);
+        match acks {
+            Ok(acks) => {
+                let mut acks = acks.into_iter();
+                for run in batch {
+                    let results = run
+                        .pairs
+                        .iter()
+                        .zip(&mut acks)
+                        .map(|((key, value), ack)| {
+                            let cached = self
+                                .cache
+                                .admits(value.len())
+                                .then_some(Cacheable::Borrowed(value));
+                            self.record_put(partition, key, value.len(), 0, cached, ack);
+                            Ok(())
+                        })
+                        .collect();
+                    // A caller that went away no longer wants the answer.
+                    let _ = run.done.send(results);
+                }
+            }
+            Err(e) => {
+                for run in batch {
+                    let results = run.pairs.iter().map(|_| Err(e.for_each_put())).collect();
+                    let _ = run.done.send(results);
+                }
+            }
+        }
+    }
+}
