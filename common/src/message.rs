@@ -53,7 +53,7 @@ pub fn follow_chunk_cost(frame_bytes: usize) -> u64 {
 }
 
 /// Version of this protocol; a node refuses a peer that speaks another.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// Application error codes with which a storage node closes a connection.
 pub mod close_code {
@@ -101,6 +101,36 @@ pub enum Role {
     Reader,
 }
 
+/// Most records one [`RequestBody::GetMany`] reads.
+pub const MAX_READS_PER_REQUEST: usize = 256;
+
+/// Most bytes of records one [`RequestBody::GetMany`] of more than one read
+/// asks for (a single read may be as long as a record can be).
+pub const MAX_GET_MANY_BYTES: usize = crate::limits::MAX_RANGE_BYTES;
+
+/// Where a record is, for [`RequestBody::GetMany`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordAt {
+    /// Partition of the record.
+    pub partition: u32,
+    /// Value-log offset.
+    pub offset: u64,
+    /// Record length.
+    pub len: u32,
+}
+
+/// How one read of a [`RequestBody::GetMany`] went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RecordRead {
+    /// The record, verified, is the next `len` bytes of the blob.
+    Read {
+        /// Its length.
+        len: u32,
+    },
+    /// This read failed alone; it has no bytes in the blob.
+    Failed(WireError),
+}
+
 /// A request. Bulk bytes (values) travel in the frame's blob.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RequestBody<'a> {
@@ -138,6 +168,13 @@ pub enum RequestBody<'a> {
         offset: u64,
         /// Record length.
         len: u32,
+    },
+    /// Read several records, each as [`RequestBody::Get`] would, with one
+    /// outcome each: at most [`MAX_READS_PER_REQUEST`], and, for more than
+    /// one, at most [`MAX_GET_MANY_BYTES`] in all.
+    GetMany {
+        /// The records, in the order their outcomes come back.
+        reads: Vec<RecordAt>,
     },
     /// Read up to `max_len` bytes of a partition's value log (bulk stream).
     ReadRange {
@@ -312,6 +349,9 @@ pub enum ResponseBody {
     WrittenMany(Vec<WriteAck>),
     /// The blob is the verified record.
     Record,
+    /// The outcome of each read of a [`RequestBody::GetMany`], in order;
+    /// the blob is the records read, concatenated.
+    Records(Vec<RecordRead>),
     /// The blob is the range (possibly shorter than asked).
     Range {
         /// The partition's committed end when read.

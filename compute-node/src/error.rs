@@ -49,10 +49,10 @@ impl EngineError {
 }
 
 impl EngineError {
-    /// This failure for each put of a batch that failed as a whole: the
-    /// same error (a runtime failure, which no write meets, as a protocol
-    /// error).
-    pub(crate) fn for_each_put(&self) -> Self {
+    /// This failure, for each operation of a request that failed as a
+    /// whole (a batch of puts, a read of several records): the same error
+    /// (a runtime failure, which no request meets, as a protocol error).
+    pub(crate) fn for_each_op(&self) -> Self {
         match self {
             Self::Invalid(wire) => Self::Invalid(wire.clone()),
             Self::Storage(client) => Self::Storage(client.clone()),

@@ -13,6 +13,7 @@ pub mod expiry;
 mod follow;
 pub mod index;
 mod ops;
+mod read_many;
 mod rebuild;
 mod replication;
 pub mod resp;

@@ -57,7 +57,7 @@ fn corrupt(key: &[u8], location: &Location, reason: String) -> EngineError {
 }
 
 /// The value of a record read on its own, checked like a window's.
-fn value_of(key: &[u8], location: &Location, bytes: &Bytes) -> Result<Bytes> {
+pub(crate) fn value_of(key: &[u8], location: &Location, bytes: &Bytes) -> Result<Bytes> {
     verify(key, location, bytes).map_err(|reason| corrupt(key, location, reason))
 }
 
@@ -233,7 +233,7 @@ impl Inner {
     }
 
     /// `key`'s location if it has a value that has not expired at `now_ms`.
-    fn visible_at(&self, key: &[u8], now_ms: u64) -> Option<Location> {
+    pub(crate) fn visible_at(&self, key: &[u8], now_ms: u64) -> Option<Location> {
         self.index
             .get(key)
             .filter(|location| expiry::is_visible(location, now_ms))
@@ -262,7 +262,7 @@ impl Inner {
     /// `key`'s value if a ready window holds its record intact, counting
     /// the read as a hit or a miss; `None`: read the record on its own (a
     /// window that will hold it may be on its way, and is not waited for).
-    fn window_value(self: &Arc<Self>, key: &[u8], location: &Location) -> Option<Bytes> {
+    pub(crate) fn window_value(self: &Arc<Self>, key: &[u8], location: &Location) -> Option<Bytes> {
         let value = match self.lookup(location) {
             Lookup::Hit(bytes) => verify(key, location, &bytes).ok(),
             Lookup::PointRead => None,
@@ -277,7 +277,7 @@ impl Inner {
 
     /// `key`'s value from the value cache, if it holds the version at
     /// `location`.
-    fn cached_value(&self, key: &[u8], location: &Location) -> Option<Bytes> {
+    pub(crate) fn cached_value(&self, key: &[u8], location: &Location) -> Option<Bytes> {
         let value = self.cache.get(key, location)?;
         self.hit();
         Some(value)
@@ -286,7 +286,7 @@ impl Inner {
     /// Caches a value read from the storage node, if the index still names
     /// the record it came from (a newer write may have been acknowledged
     /// meanwhile; the cache then keeps the newer version).
-    fn fill_cache(&self, key: &[u8], location: &Location, value: &[u8]) {
+    pub(crate) fn fill_cache(&self, key: &[u8], location: &Location, value: &[u8]) {
         if self.cache.admits(value.len()) && self.index.get(key) == Some(*location) {
             self.cache.insert(key, *location, value);
         }
@@ -325,7 +325,7 @@ thread_local! {
 
 /// What [`submit`] does when the connection is down.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum WhenDown {
+pub(crate) enum WhenDown {
     /// Wait for it to come back (up to the reconnect wait), then send.
     Wait,
     /// Fail at once.
@@ -336,7 +336,7 @@ enum WhenDown {
 /// full it waits for room (up to a request deadline each time); if the
 /// connection is down it waits for it to come back once, or fails, as
 /// `when_down` says. A request that was never sent can be sent again safely.
-async fn submit<T>(
+pub(crate) async fn submit<T>(
     inner: &Inner,
     partition: usize,
     when_down: WhenDown,
@@ -559,79 +559,6 @@ impl Engine {
     pub fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
         self.block(self.get_each_async(keys)).into_iter().collect()
     }
-
-    /// The values of `keys`, in order, with an outcome per key: one key's
-    /// failure (a bad key, a record that fails its checks) fails only that
-    /// key. The keys are resolved together, at a moment when no batch is
-    /// half applied: of the keys of one batch (an MSET, an EXEC, a
-    /// followed key-log frame) either all are seen as the batch left them
-    /// or none. Records not in a window are requested together (windows on
-    /// their way are not waited for), so the batch costs one round trip.
-    pub async fn get_each_async(&self, keys: &[&[u8]]) -> Vec<Result<Option<Bytes>>> {
-        let inner = &self.inner;
-        let now_ms = expiry::now_ms();
-        // Every key as of one moment between batches, so that the keys of
-        // one batch are all seen old or all new.
-        let locations: Vec<Result<Option<Location>>> = inner.batches.resolve(|| {
-            keys.iter()
-                .map(|key| {
-                    inner.check_key(key)?;
-                    Ok(inner.visible_at(key, now_ms))
-                })
-                .collect()
-        });
-        let valid = locations.iter().filter(|location| location.is_ok()).count();
-        inner
-            .counters
-            .gets
-            .fetch_add(valid as u64, Ordering::Relaxed);
-        let mut pending = Vec::with_capacity(keys.len());
-        for (key, location) in keys.iter().zip(locations) {
-            let location = match location {
-                Ok(Some(location)) => location,
-                Ok(None) => {
-                    pending.push(BatchRead::Done(Ok(None)));
-                    continue;
-                }
-                Err(e) => {
-                    pending.push(BatchRead::Done(Err(e)));
-                    continue;
-                }
-            };
-            if let Some(value) = inner.cached_value(key, &location) {
-                pending.push(BatchRead::Done(Ok(Some(value))));
-                continue;
-            }
-            pending.push(match inner.window_value(key, &location) {
-                Some(value) => BatchRead::Done(Ok(Some(value))),
-                None => match inner.point_read(&location).await {
-                    Ok(call) => BatchRead::Remote(location, call),
-                    Err(e) => BatchRead::Done(Err(e)),
-                },
-            });
-        }
-        let mut values = Vec::with_capacity(keys.len());
-        for (key, slot) in keys.iter().zip(pending) {
-            values.push(match slot {
-                BatchRead::Done(done) => done,
-                BatchRead::Remote(location, call) => match call.wait().await {
-                    Ok(bytes) => value_of(key, &location, &bytes)
-                        .inspect(|value| {
-                            inner.fill_cache(key, &location, value);
-                        })
-                        .map(Some),
-                    Err(e) => Err(e.into()),
-                },
-            });
-        }
-        values
-    }
-}
-
-/// One key of a batch read: answered, or waiting for its point read.
-enum BatchRead {
-    Done(Result<Option<Bytes>>),
-    Remote(Location, Call<Bytes>),
 }
 
 /// A put that has been sent and not yet acknowledged (see

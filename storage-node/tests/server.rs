@@ -14,7 +14,8 @@ use splitkv_common::certs;
 use splitkv_common::client::{BatchOp, Call, ClientConfig, ClientError, StorageClient};
 use splitkv_common::frame::FrameDecoder;
 use splitkv_common::message::{
-    self, Hello, PROTOCOL_VERSION, Request, RequestBody, Response, ResponseBody, Role, WireError,
+    self, Hello, MAX_READS_PER_REQUEST, PROTOCOL_VERSION, RecordAt, Request, RequestBody, Response,
+    ResponseBody, Role, WireError, WriteAck,
 };
 use splitkv_common::record::{self, EntryKind, Frame};
 use splitkv_common::tls::NodeIdentity;
@@ -792,4 +793,55 @@ async fn a_reader_that_stops_taking_its_key_log_stream_is_cut_off_and_holds_no_w
     }
     assert!(last_seq >= 1);
     node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_of_several_records_answers_each_alone_and_refuses_too_many() {
+    let cluster = cluster();
+    let node = Node::start(&cluster.data, &cluster.certs, any_port()).await;
+    let client = StorageClient::connect(client_config(&cluster, node.addr))
+        .await
+        .expect("connect");
+    let first = call(client.put(1, b"first", b"one", 0)).await.expect("put");
+    let second = call(client.put(3, b"second", b"two!", 0))
+        .await
+        .expect("put");
+    let at = |partition: u32, ack: WriteAck, key_len: usize, value_len: usize| RecordAt {
+        partition,
+        offset: ack.offset,
+        len: record::value_record_len(key_len, value_len) as u32,
+    };
+    let reads = [
+        at(3, second, 6, 4),
+        // Past the committed end of partition 1: fails alone.
+        RecordAt {
+            partition: 1,
+            offset: first.offset + (1 << 20),
+            len: 64,
+        },
+        at(1, first, 5, 3),
+    ];
+    let records = call(client.get_many(0, &reads)).await.expect("get_many");
+    assert_eq!(records.len(), 3);
+    let decoded =
+        record::decode_value_record(records[0].as_ref().expect("second")).expect("verifies");
+    assert_eq!((decoded.key, decoded.value), (&b"second"[..], &b"two!"[..]));
+    assert!(
+        records[1].is_err(),
+        "a read past the end fails: {records:?}"
+    );
+    let decoded =
+        record::decode_value_record(records[2].as_ref().expect("first")).expect("verifies");
+    assert_eq!((decoded.key, decoded.value), (&b"first"[..], &b"one"[..]));
+
+    let too_many = vec![at(1, first, 5, 3); MAX_READS_PER_REQUEST + 1];
+    match call(client.get_many(0, &too_many)).await {
+        Err(ClientError::Storage(WireError::BadRequest { reason })) => {
+            assert!(reason.contains("reads in one request"), "{reason}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // The connection serves on after the refusal.
+    let again = call(client.get_many(0, &reads[..1])).await.expect("again");
+    assert!(again[0].is_ok());
 }

@@ -38,7 +38,8 @@ use link::{Link, encode_frame};
 use crate::frame::{self, FrameDecoder};
 use crate::limits::Limits;
 use crate::message::{
-    self, BatchEntry, Request, RequestBody, ResponseBody, StatsReport, WireError, WriteAck,
+    self, BatchEntry, RecordAt, RecordRead, Request, RequestBody, ResponseBody, StatsReport,
+    WireError, WriteAck,
 };
 use crate::tls::NodeIdentity;
 use crate::transport::TransportSettings;
@@ -104,6 +105,41 @@ impl<'a> BatchOp<'a> {
             BatchOp::Expire { version_seq, .. } => BatchEntry::Expire { version_seq },
         }
     }
+}
+
+/// The records of a [`ResponseBody::Records`] answer, as slices of its
+/// blob.
+fn split_records(
+    outcomes: &[RecordRead],
+    blob: &Bytes,
+) -> Result<Vec<Result<Bytes, WireError>>, ClientError> {
+    let mut at = 0usize;
+    let mut records = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        records.push(match outcome {
+            RecordRead::Read { len } => {
+                let end = at.saturating_add(*len as usize);
+                if end > blob.len() {
+                    return Err(ClientError::Protocol(format!(
+                        "records past the end of a {} byte answer",
+                        blob.len()
+                    )));
+                }
+                let record = blob.slice(at..end);
+                at = end;
+                Ok(record)
+            }
+            RecordRead::Failed(e) => Err(e.clone()),
+        });
+    }
+    if at != blob.len() {
+        return Err(ClientError::Protocol(format!(
+            "{} bytes of records in a {} byte answer",
+            at,
+            blob.len()
+        )));
+    }
+    Ok(records)
 }
 
 /// Why a request failed on the client's side of the wire.
@@ -757,6 +793,32 @@ impl StorageClient {
             &[],
             |reply| match reply.body {
                 ResponseBody::Record => Ok(reply.blob),
+                other => Err(unexpected(&other)),
+            },
+        )
+    }
+
+    /// Reads several records through the connection of `connection`, with
+    /// an outcome per record in the order of `reads` (each verified by the
+    /// storage node, as [`StorageClient::get`] reads it): one request and
+    /// one answer for them all. At most
+    /// [`message::MAX_READS_PER_REQUEST`] reads, and, for more than one, at
+    /// most [`message::MAX_GET_MANY_BYTES`] in all; the storage node refuses
+    /// more.
+    pub fn get_many(
+        &self,
+        connection: usize,
+        reads: &[RecordAt],
+    ) -> Result<Call<Vec<Result<Bytes, WireError>>>, ClientError> {
+        let body = RequestBody::GetMany {
+            reads: reads.to_vec(),
+        };
+        self.call(
+            connection % self.partitions().max(1),
+            body,
+            &[],
+            |reply| match reply.body {
+                ResponseBody::Records(outcomes) => split_records(&outcomes, &reply.blob),
                 other => Err(unexpected(&other)),
             },
         )

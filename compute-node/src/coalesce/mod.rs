@@ -184,7 +184,7 @@ impl Inner {
             }
             Err(e) => {
                 for run in batch {
-                    let results = run.pairs.iter().map(|_| Err(e.for_each_put())).collect();
+                    let results = run.pairs.iter().map(|_| Err(e.for_each_op())).collect();
                     let _ = run.done.send(results);
                 }
             }

@@ -6,7 +6,8 @@
 //! so a burst of requests costs one write. Each request is decoded once and
 //! handed over once: a write to the engine, which applies it at once or
 //! queues it behind the partition's earlier writes and answers when it
-//! completes; a point read or sync to a blocking thread. Nothing a request
+//! completes; a point read (or the reads of one `GetMany`, together) or a
+//! sync to a blocking thread. Nothing a request
 //! waits for holds up the requests after it. At most
 //! [`MAX_IN_FLIGHT_REQUESTS`] answers may be owed at once; with that many
 //! owed, the task stops reading requests until answers come back.
@@ -18,8 +19,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use splitkv_common::frame::{FrameDecoder, RawFrame};
 use splitkv_common::message::{
-    self, BatchEntry, Hello, PROTOCOL_VERSION, RequestBody, Response, ResponseBody, Role,
-    WireError, WriteAck,
+    self, BatchEntry, Hello, MAX_GET_MANY_BYTES, MAX_READS_PER_REQUEST, PROTOCOL_VERSION, RecordAt,
+    RecordRead, RequestBody, Response, ResponseBody, Role, WireError, WriteAck,
 };
 use tokio::sync::mpsc;
 
@@ -254,10 +255,11 @@ async fn control_loop(
 }
 
 /// A response finished on another thread: its head (prefix and meta) and
-/// its blob, sent as two chunks so the blob is never copied.
+/// the parts of its blob, each sent as a chunk of its own so that no
+/// record is copied.
 struct Answer {
     head: Bytes,
-    blob: Bytes,
+    blob: Vec<Bytes>,
 }
 
 impl Answer {
@@ -265,15 +267,13 @@ impl Answer {
     fn plain(id: u64, body: Result<ResponseBody, WireError>) -> Self {
         Self {
             head: encode_response(&mut BytesMut::new(), id, body),
-            blob: Bytes::new(),
+            blob: Vec::new(),
         }
     }
 
     fn append_to(self, out: &mut Vec<Bytes>) {
         out.push(self.head);
-        if !self.blob.is_empty() {
-            out.push(self.blob);
-        }
+        out.extend(self.blob.into_iter().filter(|part| !part.is_empty()));
     }
 }
 
@@ -324,30 +324,23 @@ async fn handle(
             len,
         } => {
             let (partition, len) = (partition as usize, len as usize);
-            let done = done.clone();
-            match Arc::clone(&context.disk_reads).try_acquire_owned() {
-                Ok(permit) => {
-                    let engine = Arc::clone(&context.engine);
-                    tokio::task::spawn_blocking(move || {
-                        let answer = record_answer(id, engine.read(partition, offset, len));
-                        drop(permit);
-                        let _ = done.try_send(answer);
-                    });
-                }
-                Err(_) => {
-                    let context = Arc::clone(context);
-                    tokio::spawn(async move {
-                        let answer = match context
-                            .disk_read(move |engine| engine.read(partition, offset, len))
-                            .await
-                        {
-                            Some(read) => record_answer(id, read),
-                            None => Answer::plain(id, Err(read_failed())),
-                        };
-                        let _ = done.try_send(answer);
-                    });
-                }
+            spawn_read(context, id, done, move |engine| {
+                record_answer(id, engine.read(partition, offset, len))
+            });
+            Ok(Answered::Later)
+        }
+        RequestBody::GetMany { reads } => {
+            if let Err(reason) = check_get_many(&reads) {
+                out.push(encode_response(
+                    scratch,
+                    id,
+                    Err(WireError::BadRequest { reason }),
+                ));
+                return Ok(Answered::Now);
             }
+            spawn_read(context, id, done, move |engine| {
+                records_answer(id, engine, &reads)
+            });
             Ok(Answered::Later)
         }
         RequestBody::Clear => {
@@ -414,6 +407,82 @@ async fn handle(
     }
 }
 
+/// Runs `read` on a blocking thread under a disk-read permit (at once if
+/// one is free, else once one is) and sends its answer through `done`; a
+/// read that panicked is answered as failed.
+fn spawn_read(
+    context: &Arc<ServerContext>,
+    id: u64,
+    done: &mpsc::Sender<Answer>,
+    read: impl FnOnce(&crate::StorageEngine) -> Answer + Send + 'static,
+) {
+    let done = done.clone();
+    match Arc::clone(&context.disk_reads).try_acquire_owned() {
+        Ok(permit) => {
+            let engine = Arc::clone(&context.engine);
+            tokio::task::spawn_blocking(move || {
+                let answer = read(&engine);
+                drop(permit);
+                let _ = done.try_send(answer);
+            });
+        }
+        Err(_) => {
+            let context = Arc::clone(context);
+            tokio::spawn(async move {
+                let answer = context
+                    .disk_read(read)
+                    .await
+                    .unwrap_or_else(|| Answer::plain(id, Err(read_failed())));
+                let _ = done.try_send(answer);
+            });
+        }
+    }
+}
+
+/// Refuses a [`RequestBody::GetMany`] past its bounds.
+fn check_get_many(reads: &[RecordAt]) -> Result<(), String> {
+    if reads.len() > MAX_READS_PER_REQUEST {
+        return Err(format!(
+            "{} reads in one request; at most {MAX_READS_PER_REQUEST}",
+            reads.len()
+        ));
+    }
+    let total: u64 = reads.iter().map(|read| u64::from(read.len)).sum();
+    if reads.len() > 1 && total > MAX_GET_MANY_BYTES as u64 {
+        return Err(format!(
+            "{total} bytes of records in one request; at most {MAX_GET_MANY_BYTES}"
+        ));
+    }
+    Ok(())
+}
+
+/// The answer to a [`RequestBody::GetMany`]: each record read in turn, the
+/// verified ones as parts of the blob, a failure for each that failed.
+fn records_answer(id: u64, engine: &crate::StorageEngine, reads: &[RecordAt]) -> Answer {
+    let mut outcomes = Vec::with_capacity(reads.len());
+    let mut blob = Vec::with_capacity(reads.len());
+    for read in reads {
+        match engine.read(read.partition as usize, read.offset, read.len as usize) {
+            Ok(record) => {
+                let (buf, range) = record.into_parts();
+                let bytes = Bytes::from_owner(buf).slice(range);
+                outcomes.push(RecordRead::Read {
+                    len: bytes.len() as u32,
+                });
+                blob.push(bytes);
+            }
+            Err(e) => outcomes.push(RecordRead::Failed(e.into_wire())),
+        }
+    }
+    let response = Response {
+        id,
+        body: Ok(ResponseBody::Records(outcomes)),
+    };
+    let blob_len = blob.iter().map(Bytes::len).sum();
+    let head = message::encode_head(&mut BytesMut::new(), &response, blob_len);
+    Answer { head, blob }
+}
+
 /// The answer to a point read: the verified record as the blob, or the
 /// refusal.
 fn record_answer(id: u64, read: crate::error::Result<crate::RecordBytes>) -> Answer {
@@ -426,7 +495,10 @@ fn record_answer(id: u64, read: crate::error::Result<crate::RecordBytes>) -> Ans
                 body: Ok(ResponseBody::Record),
             };
             let head = message::encode_head(&mut BytesMut::new(), &response, blob.len());
-            Answer { head, blob }
+            Answer {
+                head,
+                blob: vec![blob],
+            }
         }
         Err(e) => Answer::plain(id, Err(e.into_wire())),
     }
