@@ -505,6 +505,7 @@ async fn connect_inner(
     let partitions = client.partitions();
     adopt_node_limits(&mut config, client.welcome());
     let config_writer = config.writer;
+    let put_lanes = crate::coalesce::lanes_for(partitions, &config.limits);
     let inner = Arc::new(Inner {
         windows: (0..partitions)
             .map(|_| PartitionWindows::new(config.window_bytes))
@@ -524,7 +525,7 @@ async fn connect_inner(
         followers: parking_lot::Mutex::new(Vec::new()),
         expirer: parking_lot::Mutex::new(None),
         batches: BatchGate::default(),
-        put_lanes: crate::coalesce::Lanes::new(partitions),
+        put_lanes,
         applied_entries: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         applied_at_ms: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         started: std::time::Instant::now(),

@@ -180,3 +180,36 @@ fn concurrent_clients_never_read_an_older_value_than_one_acknowledged() {
         "a run is one batch at most"
     );
 }
+
+#[test]
+fn a_pipeline_of_values_larger_than_a_frame_together_is_split_and_every_set_lands() {
+    // Values of up to 1 MiB: three of them in one pipeline would not fit a
+    // single request.
+    let storage = StorageNode::start_with_value_limit(4, 1 << 20);
+    let mut config = storage.engine_config();
+    config.client_partitions = 1;
+    let engine = Arc::new(Engine::connect(config).expect("connect engine"));
+    let (addr, _stop) = serve_resp(&engine, &storage, None);
+    let values: Vec<Vec<u8>> = (0..3u8).map(|n| vec![b'a' + n; 1 << 20]).collect();
+    let (mut reader, mut writer) = connect(addr);
+    let mut run = Vec::new();
+    for (n, value) in values.iter().enumerate() {
+        run.extend(command(&[b"SET", format!("big{n}").as_bytes(), value]));
+    }
+    run.extend(command(&[b"SET", b"small", b"after the big ones"]));
+    writer.write_all(&run).expect("send");
+    for n in 0..4 {
+        assert_eq!(reply(&mut reader), "+OK", "SET {n}");
+    }
+    for (n, value) in values.iter().enumerate() {
+        let got = engine
+            .get(format!("big{n}").as_bytes())
+            .expect("get")
+            .expect("a value");
+        assert!(got == value[..], "big{n} holds its own value");
+    }
+    assert_eq!(
+        engine.get(b"small").expect("get").as_deref(),
+        Some(&b"after the big ones"[..])
+    );
+}

@@ -6,8 +6,9 @@
 //! Each partition's connection is a *lane*, and each client writes through
 //! its own partition's lane. A lane with nothing in flight sends a run at
 //! once (an idle node adds no latency); a lane with a batch in flight
-//! collects the runs that arrive meanwhile and sends them, up to
-//! [`MAX_BATCH_BYTES`] a batch, when the acknowledgement comes back. Under
+//! collects the runs that arrive meanwhile and sends them, up to a bound of
+//! bytes a batch (at most [`MAX_BATCH_BYTES`]), when the acknowledgement
+//! comes back. Under
 //! load, the runs of a lane's clients wait one round trip and share it.
 //!
 //! Order: a lane sends its runs in the order they joined, each batch after
@@ -26,8 +27,8 @@ use std::collections::VecDeque;
 
 use parking_lot::Mutex;
 
-/// Most bytes (keys and values) of the runs of one batch. A run larger than
-/// this goes in a batch of its own.
+/// Most bytes of the runs of one batch, whatever the frame limit allows. A
+/// run larger than a batch's bound goes in a batch of its own.
 pub const MAX_BATCH_BYTES: usize = 256 << 10;
 
 /// One lane's state: whether a batch is in flight, and the runs waiting for
@@ -66,14 +67,23 @@ pub enum Joined<T> {
 #[derive(Debug)]
 pub struct Lanes<T> {
     lanes: Box<[Mutex<Lane<T>>]>,
+    max_batch_bytes: usize,
 }
 
 impl<T> Lanes<T> {
-    /// `count` idle lanes (at least one).
-    pub fn new(count: usize) -> Self {
+    /// `count` idle lanes (at least one) whose batches carry at most
+    /// `max_batch_bytes` of runs (and at most [`MAX_BATCH_BYTES`]) unless
+    /// a single run is larger.
+    pub fn new(count: usize, max_batch_bytes: usize) -> Self {
         Self {
             lanes: (0..count.max(1)).map(|_| Mutex::default()).collect(),
+            max_batch_bytes: max_batch_bytes.min(MAX_BATCH_BYTES),
         }
+    }
+
+    /// The bound of a batch's bytes.
+    pub fn max_batch_bytes(&self) -> usize {
+        self.max_batch_bytes
     }
 
     /// Places a run of `run_bytes` bytes in `lane` (taken modulo the lane
@@ -91,7 +101,7 @@ impl<T> Lanes<T> {
 
     /// Called by whoever sent `lane`'s batch once its acknowledgement came
     /// back: the runs that waited meanwhile, in the order they joined and
-    /// up to [`MAX_BATCH_BYTES`] (one run at least), as the lane's next
+    /// up to the batch bound (one run at least), as the lane's next
     /// batch, which the caller sends; or `None`, and the lane is idle.
     pub fn next_batch(&self, lane: usize) -> Option<Vec<T>> {
         let mut state = self.lanes[lane % self.lanes.len()].lock();
@@ -99,7 +109,7 @@ impl<T> Lanes<T> {
         let mut batch = Vec::new();
         let mut batch_bytes = 0;
         while let Some(&(_, run_bytes)) = state.waiting.front() {
-            if !batch.is_empty() && batch_bytes + run_bytes > MAX_BATCH_BYTES {
+            if !batch.is_empty() && batch_bytes + run_bytes > self.max_batch_bytes {
                 break;
             }
             batch_bytes += run_bytes;
@@ -122,7 +132,7 @@ mod tests {
 
     #[test]
     fn an_idle_lane_sends_a_run_at_once() {
-        let lanes = Lanes::new(4);
+        let lanes = Lanes::new(4, MAX_BATCH_BYTES);
         assert_eq!(lanes.join(1, 'a', 10), Joined::Lead { batch: vec!['a'] });
         assert_eq!(lanes.next_batch(1), None);
         // Idle again: the next run leads once more.
@@ -131,7 +141,7 @@ mod tests {
 
     #[test]
     fn runs_that_arrive_during_a_flight_share_the_next_batch_in_order() {
-        let lanes = Lanes::new(4);
+        let lanes = Lanes::new(4, MAX_BATCH_BYTES);
         assert!(matches!(lanes.join(0, 'a', 10), Joined::Lead { .. }));
         assert_eq!(lanes.join(0, 'b', 20), Joined::Queued);
         assert_eq!(lanes.join(0, 'c', 10), Joined::Queued);
@@ -144,7 +154,7 @@ mod tests {
 
     #[test]
     fn lanes_are_independent() {
-        let lanes = Lanes::new(2);
+        let lanes = Lanes::new(2, MAX_BATCH_BYTES);
         assert!(matches!(lanes.join(0, 'a', 1), Joined::Lead { .. }));
         assert!(matches!(lanes.join(1, 'b', 1), Joined::Lead { .. }));
         // Lane numbers wrap around the lane count.
@@ -155,7 +165,7 @@ mod tests {
 
     #[test]
     fn a_batch_carries_at_most_max_batch_bytes_and_a_larger_run_goes_alone() {
-        let lanes = Lanes::new(1);
+        let lanes = Lanes::new(1, MAX_BATCH_BYTES);
         assert!(matches!(lanes.join(0, 'a', 1), Joined::Lead { .. }));
         assert_eq!(lanes.join(0, 'b', MAX_BATCH_BYTES / 2), Joined::Queued);
         assert_eq!(lanes.join(0, 'c', MAX_BATCH_BYTES / 2), Joined::Queued);
@@ -167,5 +177,20 @@ mod tests {
         assert_eq!(lanes.next_batch(0), Some(vec!['e']));
         assert_eq!(lanes.next_batch(0), Some(vec!['f']));
         assert_eq!(lanes.next_batch(0), None);
+    }
+
+    #[test]
+    fn a_smaller_bound_than_the_default_holds() {
+        let lanes = Lanes::new(1, 100);
+        assert_eq!(lanes.max_batch_bytes(), 100);
+        assert!(matches!(lanes.join(0, 'a', 1), Joined::Lead { .. }));
+        assert_eq!(lanes.join(0, 'b', 60), Joined::Queued);
+        assert_eq!(lanes.join(0, 'c', 60), Joined::Queued);
+        assert_eq!(lanes.next_batch(0), Some(vec!['b']));
+        assert_eq!(lanes.next_batch(0), Some(vec!['c']));
+        assert_eq!(
+            Lanes::<char>::new(1, usize::MAX).max_batch_bytes(),
+            MAX_BATCH_BYTES
+        );
     }
 }

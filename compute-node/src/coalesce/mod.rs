@@ -11,6 +11,8 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use splitkv_common::client::{BatchOp, ClientError};
+use splitkv_common::limits::Limits;
+use splitkv_common::message;
 use tokio::sync::oneshot;
 
 use crate::engine::{Engine, Inner};
@@ -18,6 +20,26 @@ use crate::error::{EngineError, Result};
 use crate::ops::Cacheable;
 use lanes::Joined;
 pub(crate) use lanes::Lanes;
+
+/// Bytes of meta a put takes in a `write_many` frame besides its key: the
+/// key's length and the operation.
+const PUT_META_BYTES: usize = 24;
+
+/// Bytes a put takes in a `write_many` frame.
+fn put_frame_bytes(key: &[u8], value: &[u8]) -> usize {
+    key.len() + value.len() + PUT_META_BYTES
+}
+
+/// The lanes of `partitions` partitions, their batches bound so that every
+/// batch fits one frame under `limits` (a single put always does).
+pub(crate) fn lanes_for(partitions: usize, limits: &Limits) -> Lanes<QueuedRun> {
+    let max_frame_bytes = message::max_frame_bytes(limits.max_key_bytes, limits.max_value_bytes);
+    // Room for the request's own header and the batch's lengths.
+    Lanes::new(
+        partitions,
+        max_frame_bytes - message::FRAME_OVERHEAD_BYTES / 2,
+    )
+}
 
 /// One caller's run of puts waiting in a lane, and where their outcomes go.
 pub(crate) struct QueuedRun {
@@ -47,9 +69,9 @@ impl Engine {
     /// that arrive while its previous batch is in flight travel to the
     /// storage node together, one request for them all; one caller's puts
     /// take effect in its order, and each is in the index, and readable,
-    /// before its outcome is returned. A failed batch fails every put in it; as for any
-    /// write, one that failed after it was sent may or may not have
-    /// happened.
+    /// before its outcome is returned. A failed batch fails every put in
+    /// it; as for any write, one that failed after it was sent may or may
+    /// not have happened.
     pub async fn put_each_async(
         &self,
         partition: usize,
@@ -68,45 +90,66 @@ impl Inner {
         if !this.is_writer() {
             return pairs.iter().map(|_| Err(EngineError::ReadOnly)).collect();
         }
+        let lane = partition % this.partitions();
+        let max_batch_bytes = this.put_lanes.max_batch_bytes();
         let mut outcomes: Vec<Option<Result<()>>> = Vec::with_capacity(pairs.len());
-        let mut valid = Vec::with_capacity(pairs.len());
+        // The valid pairs, cut into runs of at most a batch's bytes (or a
+        // single pair), each joining the lane in order.
+        let mut answers = Vec::new();
+        let mut lead = None;
+        let mut run = Vec::new();
         let mut run_bytes = 0;
-        for (key, value) in pairs {
-            match this.prepare_write(partition, &key, Some(&value)) {
-                Ok(_) => {
-                    run_bytes += key.len() + value.len();
-                    valid.push((key, value));
-                    outcomes.push(None);
-                }
-                Err(e) => outcomes.push(Some(Err(e))),
-            }
-        }
-        if !valid.is_empty() {
-            let lane = partition % this.partitions();
+        let mut join = |run: Vec<(Bytes, Bytes)>, run_bytes: usize| {
             let (done, answer) = oneshot::channel();
-            let run = QueuedRun { pairs: valid, done };
-            match this.put_lanes.join(lane, run, run_bytes) {
-                Joined::Lead { batch } => {
-                    // The leader sends its own batch; what collects meanwhile
-                    // goes on a task of its own, so the leader answers its
-                    // client after one round trip.
-                    let _lead = Lead { inner: this, lane };
-                    this.send_put_batch(lane, batch).await;
-                }
-                Joined::Queued => {}
+            answers.push((answer, run.len()));
+            if let Joined::Lead { batch } =
+                this.put_lanes
+                    .join(lane, QueuedRun { pairs: run, done }, run_bytes)
+            {
+                lead = Some(batch);
             }
-            let mut results = answer.await.unwrap_or_else(|_| Vec::new()).into_iter();
-            for outcome in outcomes.iter_mut().filter(|outcome| outcome.is_none()) {
-                *outcome = Some(
-                    results
-                        .next()
-                        .unwrap_or(Err(EngineError::Storage(ClientError::ShutDown))),
-                );
+        };
+        for (key, value) in pairs {
+            if let Err(e) = this.prepare_write(partition, &key, Some(&value)) {
+                outcomes.push(Some(Err(e)));
+                continue;
+            }
+            let bytes = put_frame_bytes(&key, &value);
+            if !run.is_empty() && run_bytes + bytes > max_batch_bytes {
+                join(std::mem::take(&mut run), run_bytes);
+                run_bytes = 0;
+            }
+            run.push((key, value));
+            run_bytes += bytes;
+            outcomes.push(None);
+        }
+        if !run.is_empty() {
+            join(run, run_bytes);
+        }
+        if let Some(batch) = lead {
+            // The leader sends its own batch; what collects behind it goes
+            // on a task of the lane's, so the leader answers its client
+            // after one round trip.
+            let _lead = Lead { inner: this, lane };
+            this.send_put_batch(lane, batch).await;
+        }
+        let mut results = Vec::with_capacity(outcomes.len());
+        for (answer, puts) in answers {
+            match answer.await {
+                Ok(answered) if answered.len() == puts => results.extend(answered),
+                // The lane's task went away (the engine is shutting down).
+                _ => results
+                    .extend((0..puts).map(|_| Err(EngineError::Storage(ClientError::ShutDown)))),
             }
         }
+        let mut results = results.into_iter();
         outcomes
             .into_iter()
-            .map(|outcome| outcome.unwrap_or(Err(EngineError::Storage(ClientError::ShutDown))))
+            .map(|outcome| {
+                outcome
+                    .or_else(|| results.next())
+                    .unwrap_or(Err(EngineError::Storage(ClientError::ShutDown)))
+            })
             .collect()
     }
 
