@@ -86,7 +86,8 @@ pub struct EngineStats {
     pub cache_entries: u64,
     /// The value cache's bound on `cache_bytes`.
     pub cache_capacity_bytes: u64,
-    /// Records read on their own.
+    /// Records read from the storage node (alone, or with others of one
+    /// multi-key read in one request).
     pub point_reads: u64,
     /// Batches that carried the puts of [`Engine::put_each_async`] (the
     /// RESP server's plain SETs): with `puts`, how well they coalesced.

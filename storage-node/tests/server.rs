@@ -14,8 +14,8 @@ use splitkv_common::certs;
 use splitkv_common::client::{BatchOp, Call, ClientConfig, ClientError, StorageClient};
 use splitkv_common::frame::FrameDecoder;
 use splitkv_common::message::{
-    self, Hello, MAX_READS_PER_REQUEST, PROTOCOL_VERSION, RecordAt, Request, RequestBody, Response,
-    ResponseBody, Role, WireError, WriteAck,
+    self, Hello, MAX_GET_MANY_BYTES, MAX_READS_PER_REQUEST, PROTOCOL_VERSION, RecordAt, Request,
+    RequestBody, Response, ResponseBody, Role, WireError, WriteAck,
 };
 use splitkv_common::record::{self, EntryKind, Frame};
 use splitkv_common::tls::NodeIdentity;
@@ -841,7 +841,18 @@ async fn a_read_of_several_records_answers_each_alone_and_refuses_too_many() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
-    // The connection serves on after the refusal.
+    let too_long = [RecordAt {
+        partition: 1,
+        offset: 0,
+        len: (MAX_GET_MANY_BYTES / 2 + 1) as u32,
+    }; 2];
+    match call(client.get_many(0, &too_long)).await {
+        Err(ClientError::Storage(WireError::BadRequest { reason })) => {
+            assert!(reason.contains("bytes of records"), "{reason}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // The connection serves on after the refusals.
     let again = call(client.get_many(0, &reads[..1])).await.expect("again");
     assert!(again[0].is_ok());
 }

@@ -17,8 +17,10 @@
 //! key logs, in its order. Runs of different clients have no order between
 //! them, as concurrent commands of different Redis clients have none.
 //!
-//! Bound: a client waits for its run's answer before it sends another, so
-//! a lane holds at most one waiting run per client of its partition.
+//! Bound: a client waits for the answers to its runs before it sends more
+//! commands, so a lane holds at most one turn's worth of runs (a pipeline
+//! read in one turn, at most 256 KiB beyond one command) per client of its
+//! partition.
 //!
 //! [`Lanes`] is the policy alone, free of I/O; the engine sends the batches
 //! it hands out (`Engine::put_each_async`).

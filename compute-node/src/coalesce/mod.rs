@@ -67,7 +67,8 @@ impl Engine {
     /// with an outcome per pair, in order: a pair over the limits fails
     /// alone, without being sent. The runs of the callers of one partition
     /// that arrive while its previous batch is in flight travel to the
-    /// storage node together, one request for them all; one caller's puts
+    /// storage node together, in as few requests as the frame limit allows
+    /// (one, but for large values); one caller's puts
     /// take effect in its order, and each is in the index, and readable,
     /// before its outcome is returned. A failed batch fails every put in
     /// it; as for any write, one that failed after it was sent may or may
@@ -153,25 +154,19 @@ impl Inner {
             .collect()
     }
 
-    /// Sends `lane`'s next batches on a task of its own, if any collected.
+    /// Sends `lane`'s next batch on a task of its own, if any collected;
+    /// that task hands the lane on in turn when it is done (or if it
+    /// fails), through the same [`Lead`] guard a leader holds.
     fn spawn_lane(this: &Arc<Self>, lane: usize) {
         if let Some(next) = this.put_lanes.next_batch(lane) {
             let inner = Arc::clone(this);
-            this.handle
-                .spawn(async move { inner.drive_lane(lane, next).await });
-        }
-    }
-
-    /// Sends `lane`'s batches, `first` and then each that collected while
-    /// the one before was in flight, until the lane is idle.
-    async fn drive_lane(&self, lane: usize, first: Vec<QueuedRun>) {
-        let mut batch = first;
-        loop {
-            self.send_put_batch(lane, batch).await;
-            match self.put_lanes.next_batch(lane) {
-                Some(next) => batch = next,
-                None => return,
-            }
+            this.handle.spawn(async move {
+                let _lead = Lead {
+                    inner: &inner,
+                    lane,
+                };
+                inner.send_put_batch(lane, next).await;
+            });
         }
     }
 

@@ -166,8 +166,10 @@ async fn serve_client(
                 // The end of the stream shows on the next read.
                 Ok(0) => break,
                 Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e),
+                // Nothing more has arrived; or an error, which the next
+                // read meets too, once the commands already read are
+                // carried out.
+                Err(_) => break,
             }
         }
         loop {

@@ -421,7 +421,9 @@ fn spawn_read(
         Ok(permit) => {
             let engine = Arc::clone(&context.engine);
             tokio::task::spawn_blocking(move || {
-                let answer = read(&engine);
+                let answer =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(&engine)))
+                        .unwrap_or_else(|_| Answer::plain(id, Err(read_failed())));
                 drop(permit);
                 let _ = done.try_send(answer);
             });

@@ -3,8 +3,9 @@
 //! protocol version.
 //!
 //! A batch runs in the order the client sent it. Runs of consecutive SETs
-//! are sent to the storage node together (on the client's own connection,
-//! so they take effect in order) and answered when all are acknowledged;
+//! are sent to the storage node together (through the client's partition,
+//! whose requests it shares with the partition's other clients, so they
+//! take effect in order) and answered when all are acknowledged;
 //! runs of consecutive GETs are resolved together (one round trip for what
 //! the windows do not hold). A command that follows a run starts only when
 //! the run has finished, so a GET sees every SET sent before it.
@@ -360,10 +361,10 @@ impl<'a> RespClient<'a> {
     }
 
     /// Answers each of `run` (plain `SET key value` commands): the run goes
-    /// to the storage node through the client's partition in one request,
-    /// together with the runs of the partition's other clients that arrive
-    /// meanwhile ([`Engine::put_each_async`]), so they take effect in order
-    /// at the cost of one round trip.
+    /// to the storage node through the client's partition, together with
+    /// the runs of the partition's other clients that arrive meanwhile, in
+    /// one request unless its values are large ([`Engine::put_each_async`]),
+    /// so they take effect in order at the cost of one round trip.
     async fn set_run<'c>(
         &self,
         run: impl ExactSizeIterator<Item = &'c [Bytes]>,
