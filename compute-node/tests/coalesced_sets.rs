@@ -3,59 +3,43 @@
 //! share the next one, each client's SETs still take effect in its order,
 //! and no read returns an older value than one already acknowledged.
 
+#[allow(
+    dead_code,
+    reason = "the differential harness; this test uses its RESP client"
+)]
+mod diff;
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use compute_node::Engine;
+use diff::{Connection, Reply, encode};
 use support::{StorageNode, serve_resp};
 
-fn connect(addr: SocketAddr) -> (BufReader<TcpStream>, TcpStream) {
-    let stream = TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    (BufReader::new(stream.try_clone().expect("clone")), stream)
+/// The next reply's parse.
+fn reply(conn: &mut Connection) -> Reply {
+    conn.reply().1
 }
 
-fn command(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
+fn ok() -> Reply {
+    Reply::Simple(b"OK".to_vec())
 }
 
-/// Reads one reply line (a simple string, error or bulk header) and, for a
-/// bulk string, its body: `+OK`, `-ERR ...`, `$-1` or the bulk's bytes.
-fn reply(reader: &mut BufReader<TcpStream>) -> String {
-    let mut line = String::new();
-    reader.read_line(&mut line).expect("reply");
-    let line = line.trim_end().to_string();
-    if let Some(len) = line.strip_prefix('$')
-        && let Ok(len) = len.parse::<usize>()
-    {
-        let mut body = vec![0; len + 2];
-        std::io::Read::read_exact(reader, &mut body).expect("bulk");
-        body.truncate(len);
-        return String::from_utf8(body).expect("utf-8");
-    }
-    line
+fn bulk(text: &str) -> Reply {
+    Reply::Bulk(Some(text.as_bytes().to_vec()))
 }
 
 /// `total_commands_processed` from INFO, asked on a connection of its own.
 fn commands_processed(addr: SocketAddr) -> u64 {
-    let (mut reader, mut writer) = connect(addr);
-    writer
-        .write_all(&command(&[b"INFO", b"stats"]))
-        .expect("send");
-    let text = reply(&mut reader);
-    text.lines()
+    let mut conn = Connection::open(addr);
+    conn.send(&encode(&[b"INFO", b"stats"]));
+    let Reply::Bulk(Some(text)) = reply(&mut conn) else {
+        panic!("INFO answers a bulk string");
+    };
+    String::from_utf8_lossy(&text)
+        .lines()
         .find_map(|line| line.strip_prefix("total_commands_processed:"))
         .and_then(|n| n.trim().parse().ok())
         .expect("total_commands_processed in INFO")
@@ -77,7 +61,7 @@ fn runs_sent_while_a_batch_waits_share_the_next_batch_in_client_order() {
     config.client_partitions = 2;
     let engine = Arc::new(Engine::connect(config).expect("connect engine"));
     let (addr, _stop) = serve_resp(&engine, &storage, None);
-    let clients: Vec<_> = (0..16).map(|_| connect(addr)).collect();
+    let clients: Vec<_> = (0..16).map(|_| Connection::open(addr)).collect();
 
     // With the storage node away, the first run of each partition holds
     // its lane in flight (waiting for the connection) and every later run
@@ -91,13 +75,13 @@ fn runs_sent_while_a_batch_waits_share_the_next_batch_in_client_order() {
     let mut clients: Vec<_> = clients
         .into_iter()
         .enumerate()
-        .map(|(t, (reader, mut writer))| {
+        .map(|(t, mut conn)| {
             let key = format!("client{t}");
-            let mut run = command(&[b"SET", key.as_bytes(), b"first"]);
-            run.extend(command(&[b"SET", key.as_bytes(), b"second"]));
-            run.extend(command(&[b"SET", format!("{key}:other").as_bytes(), b"x"]));
-            writer.write_all(&run).expect("send");
-            (reader, writer, key)
+            let mut run = encode(&[b"SET", key.as_bytes(), b"first"]);
+            run.extend(encode(&[b"SET", key.as_bytes(), b"second"]));
+            run.extend(encode(&[b"SET", format!("{key}:other").as_bytes(), b"x"]));
+            conn.send(&run);
+            (conn, key)
         })
         .collect();
     // 48 SETs and the INFO that counted them.
@@ -106,9 +90,9 @@ fn runs_sent_while_a_batch_waits_share_the_next_batch_in_client_order() {
     });
     storage.resume();
 
-    for (reader, _, key) in &mut clients {
+    for (conn, key) in &mut clients {
         for n in 0..3 {
-            assert_eq!(reply(reader), "+OK", "{key}: SET {n}");
+            assert_eq!(reply(conn), ok(), "{key}: SET {n}");
         }
     }
     let stats = engine.stats();
@@ -117,11 +101,9 @@ fn runs_sent_while_a_batch_waits_share_the_next_batch_in_client_order() {
         4,
         "per partition, the first run alone, then the 7 that waited for it"
     );
-    for (reader, writer, key) in &mut clients {
-        writer
-            .write_all(&command(&[b"GET", key.as_bytes()]))
-            .expect("send");
-        assert_eq!(reply(reader), "second", "{key}: its later SET wins");
+    for (conn, key) in &mut clients {
+        conn.send(&encode(&[b"GET", key.as_bytes()]));
+        assert_eq!(reply(conn), bulk("second"), "{key}: its later SET wins");
     }
 }
 
@@ -134,28 +116,27 @@ fn concurrent_clients_never_read_an_older_value_than_one_acknowledged() {
     let threads: Vec<_> = (0..8)
         .map(|t| {
             std::thread::spawn(move || {
-                let (mut reader, mut writer) = connect(addr);
+                let mut conn = Connection::open(addr);
                 let mine = format!("counter{t}");
                 let theirs = format!("counter{}", (t + 1) % 8);
                 let mut last_seen_theirs = -1i64;
                 for i in 0..rounds {
                     // Two SETs in one run, then reads in the next.
-                    let mut run = command(&[b"SET", mine.as_bytes(), b"-1"]);
-                    run.extend(command(&[
-                        b"SET",
-                        mine.as_bytes(),
-                        i.to_string().as_bytes(),
-                    ]));
-                    writer.write_all(&run).expect("send");
-                    assert_eq!(reply(&mut reader), "+OK");
-                    assert_eq!(reply(&mut reader), "+OK");
-                    let mut reads = command(&[b"GET", mine.as_bytes()]);
-                    reads.extend(command(&[b"GET", theirs.as_bytes()]));
-                    writer.write_all(&reads).expect("send");
-                    assert_eq!(reply(&mut reader), i.to_string(), "{mine}: read my write");
-                    let seen = reply(&mut reader);
-                    if seen != "$-1" {
-                        let seen: i64 = seen.parse().expect("a number");
+                    let mut run = encode(&[b"SET", mine.as_bytes(), b"-1"]);
+                    run.extend(encode(&[b"SET", mine.as_bytes(), i.to_string().as_bytes()]));
+                    conn.send(&run);
+                    assert_eq!(reply(&mut conn), ok());
+                    assert_eq!(reply(&mut conn), ok());
+                    let mut reads = encode(&[b"GET", mine.as_bytes()]);
+                    reads.extend(encode(&[b"GET", theirs.as_bytes()]));
+                    conn.send(&reads);
+                    assert_eq!(
+                        reply(&mut conn),
+                        bulk(&i.to_string()),
+                        "{mine}: read my write"
+                    );
+                    if let Reply::Bulk(Some(seen)) = reply(&mut conn) {
+                        let seen: i64 = String::from_utf8_lossy(&seen).parse().expect("a number");
                         // A run's first SET (-1) may show between runs;
                         // past it, a counter never goes back.
                         if seen >= 0 {
@@ -186,16 +167,16 @@ fn a_pipeline_of_values_larger_than_a_frame_together_is_split_and_every_set_land
     let engine = Arc::new(Engine::connect(config).expect("connect engine"));
     let (addr, _stop) = serve_resp(&engine, &storage, None);
     let values: Vec<Vec<u8>> = (0..3u8).map(|n| vec![b'a' + n; 1 << 20]).collect();
-    let (mut reader, mut writer) = connect(addr);
+    let mut conn = Connection::open(addr);
     let batches_before = engine.stats().put_batches;
     let mut run = Vec::new();
     for value in &values {
-        run.extend(command(&[b"SET", b"big", value]));
+        run.extend(encode(&[b"SET", b"big", value]));
     }
-    run.extend(command(&[b"SET", b"small", b"after the big ones"]));
-    writer.write_all(&run).expect("send");
+    run.extend(encode(&[b"SET", b"small", b"after the big ones"]));
+    conn.send(&run);
     for n in 0..4 {
-        assert_eq!(reply(&mut reader), "+OK", "SET {n}");
+        assert_eq!(reply(&mut conn), ok(), "SET {n}");
     }
     assert!(
         engine.stats().put_batches - batches_before >= 3,
@@ -217,16 +198,16 @@ fn with_a_small_value_limit_a_long_pipeline_travels_in_requests_that_fit() {
     config.client_partitions = 1;
     let engine = Arc::new(Engine::connect(config).expect("connect engine"));
     let (addr, _stop) = serve_resp(&engine, &storage, None);
-    let (mut reader, mut writer) = connect(addr);
+    let mut conn = Connection::open(addr);
     let value = |n: usize| format!("{n:0>1000}");
     let mut run = Vec::new();
     for n in 0..200 {
         let key = format!("k{}", n % 50);
-        run.extend(command(&[b"SET", key.as_bytes(), value(n).as_bytes()]));
+        run.extend(encode(&[b"SET", key.as_bytes(), value(n).as_bytes()]));
     }
-    writer.write_all(&run).expect("send");
+    conn.send(&run);
     for n in 0..200 {
-        assert_eq!(reply(&mut reader), "+OK", "SET {n}");
+        assert_eq!(reply(&mut conn), ok(), "SET {n}");
     }
     for k in 0..50 {
         let got = engine.get(format!("k{k}").as_bytes()).expect("get");
