@@ -53,7 +53,7 @@ pub fn follow_chunk_cost(frame_bytes: usize) -> u64 {
 }
 
 /// Version of this protocol; a node refuses a peer that speaks another.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// Application error codes with which a storage node closes a connection.
 pub mod close_code {
@@ -119,6 +119,17 @@ pub struct RecordAt {
     pub len: u32,
 }
 
+/// Where a version of a key is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionAt {
+    /// The version's sequence number.
+    pub seq: u64,
+    /// Where its record is.
+    pub record: RecordAt,
+    /// When it expires (absolute Unix milliseconds; 0: never).
+    pub expire_at_ms: u64,
+}
+
 /// How one read of a [`RequestBody::GetMany`] went.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RecordRead {
@@ -175,6 +186,13 @@ pub enum RequestBody<'a> {
     GetMany {
         /// The records, in the order their outcomes come back.
         reads: Vec<RecordAt>,
+    },
+    /// Where the newest version of `key` is on the node: what a reader
+    /// asks after a read answered [`WireError::Moved`].
+    Locate {
+        /// The key.
+        #[serde(borrow)]
+        key: &'a [u8],
     },
     /// Read up to `max_len` bytes of a partition's value log (bulk stream).
     ReadRange {
@@ -305,6 +323,20 @@ pub struct PartitionReport {
     /// Entries in the key log (its every put, delete and clear; a follower
     /// that has applied as many is caught up).
     pub keylog_entries: u64,
+    /// Value-log segment files.
+    pub segments: u64,
+    /// Bytes of value-log records that hold a key's newest version.
+    pub live_bytes: u64,
+    /// Bytes of value-log records superseded (overwritten, deleted,
+    /// expired or cleared) and not yet reclaimed.
+    pub dead_bytes: u64,
+    /// Segments freed by garbage collection since the node started.
+    pub gc_runs: u64,
+    /// Disk bytes those segments held.
+    pub reclaimed_bytes: u64,
+    /// Records garbage collection copied to the head of the log since the
+    /// node started.
+    pub relocations: u64,
 }
 
 /// A storage node's state, for operators.
@@ -352,6 +384,10 @@ pub enum ResponseBody {
     /// The outcome of each read of a [`RequestBody::GetMany`], in order;
     /// the blob is the records read, concatenated.
     Records(Vec<RecordRead>),
+    /// The answer to [`RequestBody::Locate`]: where the key's newest
+    /// version is, `None` if it has none (deleted, expired or never
+    /// written).
+    Located(Option<VersionAt>),
     /// The blob is the range (possibly shorter than asked).
     Range {
         /// The partition's committed end when read.
@@ -405,6 +441,16 @@ pub enum WireError {
         partition: u32,
         /// How many there are.
         count: u32,
+    },
+    /// The location is in a value-log segment that garbage collection
+    /// freed: the record moved (the key log says where, and so does
+    /// [`RequestBody::Locate`]).
+    #[error("partition {partition} offset {offset} was freed by garbage collection: the record moved")]
+    Moved {
+        /// Partition.
+        partition: u32,
+        /// Offset.
+        offset: u64,
     },
     /// The record at a location does not verify; its bytes are not sent.
     #[error("record at partition {partition} offset {offset} is unreadable: {reason}")]

@@ -40,6 +40,8 @@ pub(crate) struct Counters {
     pub(crate) hits: AtomicU64,
     pub(crate) misses: AtomicU64,
     pub(crate) point_reads: AtomicU64,
+    /// Index entries moved after a read answered `moved`.
+    pub(crate) relocations: AtomicU64,
     /// Coalesced put batches sent (see `coalesce`).
     pub(crate) put_batches: AtomicU64,
     pub(crate) window_fetches: AtomicU64,
@@ -89,6 +91,9 @@ pub struct EngineStats {
     /// Records read from the storage node (alone, or with others of one
     /// multi-key read in one request).
     pub point_reads: u64,
+    /// Index entries moved to where garbage collection put their records,
+    /// after a read of the old place answered `moved`.
+    pub relocations: u64,
     /// Batches that carried the puts of [`Engine::put_each_async`] (the
     /// RESP server's plain SETs): with `puts`, how well they coalesced.
     pub put_batches: u64,
@@ -430,6 +435,7 @@ impl Engine {
             cache_entries: cache.entries,
             cache_capacity_bytes: cache.capacity_bytes,
             point_reads: c.point_reads.load(Ordering::Relaxed),
+            relocations: c.relocations.load(Ordering::Relaxed),
             put_batches: c.put_batches.load(Ordering::Relaxed),
             window_fetches: c.window_fetches.load(Ordering::Relaxed),
             window_fetch_bytes: c.window_fetch_bytes.load(Ordering::Relaxed),

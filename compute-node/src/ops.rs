@@ -26,6 +26,10 @@ use crate::expiry;
 use crate::index::Location;
 use crate::window::Lookup;
 
+/// Reads of one key that may each answer `moved` (garbage collection can
+/// free the new place too before the read arrives) before giving up.
+const MOVED_READS: usize = 4;
+
 /// Checks a record against the index entry it was read for and returns its
 /// value.
 fn verify(key: &[u8], location: &Location, bytes: &Bytes) -> std::result::Result<Bytes, String> {
@@ -292,6 +296,64 @@ impl Inner {
         }
     }
 
+    /// Reads `key`'s record at `location` on its own. If garbage collection
+    /// moved it (the read answers `moved`), asks the storage node where the
+    /// version is now, moves the index entry there and reads it there.
+    /// Returns the location read with the record, or `None` if the key has
+    /// no value any more (deleted or overwritten by a delete meanwhile).
+    pub(crate) async fn read_record(
+        &self,
+        key: &[u8],
+        mut location: Location,
+    ) -> Result<Option<(Location, Bytes)>> {
+        for _ in 0..MOVED_READS {
+            match self.point_read(&location).await?.wait().await {
+                Ok(bytes) => return Ok(Some((location, bytes))),
+                Err(ClientError::Storage(WireError::Moved { .. })) => {
+                    match self.relocated(key, &location).await? {
+                        Some(moved) => location = moved,
+                        None => return Ok(None),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(EngineError::Storage(ClientError::Storage(WireError::Moved {
+            partition: u32::from(location.partition),
+            offset: location.offset,
+        })))
+    }
+
+    /// Where `key`'s version at `location` is now that garbage collection
+    /// moved it: the storage node's answer when it names the same version
+    /// (the index entry is moved there), else whatever the index holds now
+    /// (a newer version acknowledged meanwhile), `None` if that is no value.
+    pub(crate) async fn relocated(&self, key: &[u8], location: &Location) -> Result<Option<Location>> {
+        let partition = location.partition as usize;
+        let located = submit(self, partition, WhenDown::Fail, || {
+            self.client.locate(partition, key)
+        })
+        .await?
+        .wait()
+        .await?;
+        if let Some(at) = located
+            && at.seq == location.seq
+            && at.record.partition == u32::from(location.partition)
+        {
+            let moved = Location {
+                seq: at.seq,
+                offset: at.record.offset,
+                len: at.record.len,
+                partition: location.partition,
+                expire_at_ms: location.expire_at_ms,
+            };
+            self.counters.relocations.fetch_add(1, Ordering::Relaxed);
+            self.index.relocate(key, *location, moved);
+            return Ok(Some(moved));
+        }
+        Ok(self.visible(key).filter(|now| !now.same_place(location)))
+    }
+
     /// Sends a read of the record at `location` on its own.
     async fn point_read(&self, location: &Location) -> Result<Call<Bytes>> {
         self.counters.point_reads.fetch_add(1, Ordering::Relaxed);
@@ -547,10 +609,12 @@ impl Engine {
         if let Some(value) = inner.window_value(key, &location) {
             return expiring(value);
         }
-        let bytes = inner.point_read(&location).await?.wait().await?;
+        let Some((location, bytes)) = inner.read_record(key, location).await? else {
+            return Ok(None);
+        };
         let value = value_of(key, &location, &bytes)?;
         inner.fill_cache(key, &location, &value);
-        expiring(value)
+        Ok(Some((value, location.expire_at_ms)))
     }
 
     /// The values of `keys`, in order; the first error fails the batch.

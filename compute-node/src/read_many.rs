@@ -95,6 +95,14 @@ impl Engine {
                 Err(e) => KeyRead::Done(Err(e)),
             })
             .collect();
+        // The location of each key read from the storage node.
+        let remote: Vec<Option<Location>> = reads
+            .iter()
+            .map(|read| match read {
+                KeyRead::Remote { location, .. } => Some(*location),
+                KeyRead::Done(_) => None,
+            })
+            .collect();
         let mut calls = Vec::with_capacity(requests.len());
         for request in &requests {
             calls.push(send(inner, request).await);
@@ -106,7 +114,7 @@ impl Engine {
                 Err(e) => Err(e),
             });
         }
-        reads
+        let mut outcomes: Vec<Result<Option<Bytes>>> = reads
             .into_iter()
             .zip(keys)
             .map(|(read, key)| match read {
@@ -135,7 +143,31 @@ impl Engine {
                     Ok(Some(value))
                 }
             })
-            .collect()
+            .collect();
+        // Records garbage collection moved are looked up and read again, one
+        // by one (rare: only reads that raced a collection).
+        for (outcome, (key, location)) in outcomes.iter_mut().zip(keys.iter().zip(&remote)) {
+            let Some(location) = location else {
+                continue;
+            };
+            if let Err(e) = outcome
+                && matches!(e.wire(), Some(WireError::Moved { .. }))
+            {
+                *outcome = match inner.relocated(key, location).await {
+                    Ok(Some(moved)) => match inner.read_record(key, moved).await {
+                        Ok(Some((at, bytes))) => value_of(key, &at, &bytes).map(|value| {
+                            inner.fill_cache(key, &at, &value);
+                            Some(value)
+                        }),
+                        Ok(None) => Ok(None),
+                        Err(e) => Err(e),
+                    },
+                    Ok(None) => Ok(None),
+                    Err(e) => Err(e),
+                };
+            }
+        }
+        outcomes
     }
 }
 

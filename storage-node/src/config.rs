@@ -46,6 +46,11 @@ impl std::str::FromStr for Durability {
 
 pub use splitkv_common::limits::Limits;
 
+/// Default value-log segment size: 32 MiB. It holds the largest record of
+/// the default limits (16 MiB values), and with 16 partitions the segments
+/// open for writes take at most 512 MiB.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 32 << 20;
+
 /// How to open a data directory.
 #[derive(Debug, Clone)]
 pub struct StorageConfig {
@@ -61,26 +66,36 @@ pub struct StorageConfig {
     /// Key-log space is preallocated and mapped in chunks of this many bytes
     /// (a multiple of 4096), for a new data directory.
     pub keylog_chunk_bytes: usize,
+    /// Size of each value-log segment in bytes (a multiple of 4096, at
+    /// least `buffer_bytes` and the largest record the limits allow), for a
+    /// new data directory: garbage collection frees space a segment at a
+    /// time, and each partition has one segment open for writes.
+    pub segment_bytes: u64,
     /// What an acknowledgement guarantees.
     pub durability: Durability,
     /// The engine for O_DIRECT writes, when the engine opens its own disk.
     pub io_engine: IoEngineKind,
     /// Key and value limits.
     pub limits: Limits,
+    /// Garbage collection.
+    pub gc: crate::gc::GcConfig,
 }
 
 impl StorageConfig {
     /// The defaults (16 partitions, 1 MiB buffers, 8 MiB key-log chunks,
-    /// mmap durability, io_uring) for `data_dir`.
+    /// [`DEFAULT_SEGMENT_BYTES`] segments, mmap durability, io_uring) for
+    /// `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
             partitions: 16,
             buffer_bytes: 1 << 20,
             keylog_chunk_bytes: 8 << 20,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
             durability: Durability::Mmap,
             io_engine: IoEngineKind::Uring,
             limits: Limits::default(),
+            gc: crate::gc::GcConfig::default(),
         }
     }
 }

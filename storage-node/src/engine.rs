@@ -6,10 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
-use splitkv_common::message::{PartitionReport, WireError, WriteAck};
+use splitkv_common::message::{PartitionReport, RecordAt, VersionAt, WireError, WriteAck};
 
 use crate::config::{Durability, Limits, StorageConfig};
 use crate::dir_lock::DirLock;
+use crate::directory::{KeyDirectory, Version};
+use crate::gc::{Collector, GcReport};
 use crate::disk::{Disk, OsDisk};
 use crate::error::{Result, StorageError};
 use crate::manifest::{EpochFile, Manifest};
@@ -39,6 +41,8 @@ pub struct StorageStats {
     pub writer_epoch: u64,
     /// The next sequence number to be handed out.
     pub next_seq: u64,
+    /// Why the garbage-collection thread stopped, if a pass failed.
+    pub gc_failure: Option<String>,
 }
 
 /// A SplitKV data directory opened for reading and writing.
@@ -58,6 +62,7 @@ pub struct StorageEngine {
     disk: Arc<dyn Disk>,
     manifest: Manifest,
     recovery: Vec<PartitionRecovery>,
+    collector: Collector,
     closed: AtomicBool,
     _lock: DirLock,
 }
@@ -81,11 +86,12 @@ impl StorageEngine {
         let lock = DirLock::acquire(&*disk, &dir)?;
         recovery::probe_direct_io(&*disk, &dir)?;
         let manifest = Manifest::load_or_create(&*disk, &config)?;
+        check_segment_holds_largest_record(&manifest, &config)?;
         let (epoch_file, epoch) = EpochFile::open(&*disk, &dir)?;
 
         let mut recovered = Vec::with_capacity(manifest.partitions);
         for id in 0..manifest.partitions {
-            recovered.push(recovery::recover_partition(&*disk, &dir, id, &manifest)?);
+            recovered.push(recovery::recover_partition(&disk, &dir, id, &manifest)?);
         }
         let max_seq = recovered
             .iter()
@@ -93,6 +99,22 @@ impl StorageEngine {
             .max()
             .unwrap_or(0);
         let read_only = recovered.iter().find_map(|r| r.read_only_reason.clone());
+        let directory = KeyDirectory::new(manifest.partitions, manifest.segment_bytes);
+        for (id, r) in recovered.iter().enumerate() {
+            r.parts
+                .keylog
+                .snapshot()
+                .for_each_entry(|entry| directory.apply(id, entry));
+        }
+        for (id, r) in recovered.iter().enumerate() {
+            // Entries of records in freed segments were all superseded by
+            // relocations; their segments no longer count.
+            for segment in directory.segment_usage(id).into_keys() {
+                if r.parts.vlog.is_freed(segment) {
+                    directory.forget_segment(id, segment);
+                }
+            }
+        }
         if let Some(reason) = &read_only {
             tracing::error!("opening {} read-only: {reason}", dir.display());
         }
@@ -104,6 +126,7 @@ impl StorageEngine {
             limits: config.limits,
             keylog_chunk_bytes: manifest.keylog_chunk_bytes,
             range_buffers_kept: RANGE_BUFFERS_KEPT,
+            directory,
         }));
         let mut partitions = Vec::with_capacity(recovered.len());
         let mut reports = Vec::with_capacity(recovered.len());
@@ -123,6 +146,18 @@ impl StorageEngine {
                 }
             }
         }
+        let collector = match Collector::start(partitions.clone(), config.gc) {
+            Ok(collector) => collector,
+            Err(e) => {
+                for partition in &partitions {
+                    partition.begin_close();
+                }
+                for partition in &partitions {
+                    let _ = partition.finish_close();
+                }
+                return Err(e);
+            }
+        };
         tracing::info!(
             dir = %dir.display(),
             partitions = manifest.partitions,
@@ -138,6 +173,7 @@ impl StorageEngine {
             disk,
             manifest,
             recovery: reports,
+            collector,
             closed: AtomicBool::new(false),
             _lock: lock,
         })
@@ -222,6 +258,12 @@ impl StorageEngine {
         ops: &[WriteOp<'_>],
         acks: &mut [WriteAck],
     ) -> Result<()> {
+        if ops.iter().any(|op| matches!(op, WriteOp::Relocate { .. })) {
+            return Err(WireError::BadRequest {
+                reason: "relocations are written by garbage collection only".into(),
+            }
+            .into());
+        }
         self.partition(partition)?.write(ops, epoch, acks)
     }
 
@@ -365,7 +407,35 @@ impl StorageEngine {
             refusing_writes: self.node.refusing_writes(),
             writer_epoch: self.writer_epoch(),
             next_seq: self.node.peek_next_seq(),
+            gc_failure: self.collector.failure(),
         }
+    }
+
+    /// Where the newest version of `key` is on this node, `None` if it has
+    /// none: the answer for a reader whose location was freed by garbage
+    /// collection.
+    pub fn locate(&self, key: &[u8]) -> Option<VersionAt> {
+        match self.node.directory.get(key)? {
+            Version::Live(place) => Some(VersionAt {
+                seq: place.seq,
+                record: RecordAt {
+                    partition: place.partition,
+                    offset: place.offset,
+                    len: place.record_len,
+                },
+                expire_at_ms: place.expire_at_ms,
+            }),
+            Version::Gone { .. } => None,
+        }
+    }
+
+    /// Runs garbage collection now: frees every value-log segment with at
+    /// least `min_dead_percent` of its record bytes dead, after copying its
+    /// live records to the head of its log (paced as configured; waits for
+    /// a pass of the GC thread under way). A segment a write buffer still
+    /// holds part of is left for a later pass.
+    pub fn collect_garbage(&self, min_dead_percent: u8) -> Result<GcReport> {
+        self.collector.collect(min_dead_percent)
     }
 
     /// Writes every buffer to the value log, makes everything durable, and
@@ -376,6 +446,7 @@ impl StorageEngine {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        self.collector.stop();
         for partition in &self.partitions {
             partition.begin_close();
         }
@@ -398,6 +469,27 @@ impl Drop for StorageEngine {
             tracing::error!("closing the storage engine: {e}");
         }
     }
+}
+
+
+/// A record never straddles two segments, so the largest one the limits
+/// allow must fit in a segment.
+fn check_segment_holds_largest_record(manifest: &Manifest, config: &StorageConfig) -> Result<()> {
+    let limits = config.limits;
+    let largest = crate::aligned::align_up(splitkv_common::record::value_record_len(
+        limits.max_key_bytes,
+        limits.max_value_bytes,
+    ) as u64);
+    if largest > manifest.segment_bytes {
+        return Err(StorageError::Manifest {
+            path: config.data_dir.join("MANIFEST"),
+            reason: format!(
+                "its value-log segments of {} bytes cannot hold a record of the largest key and value the limits allow ({largest} bytes); lower the value limit",
+                manifest.segment_bytes
+            ),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

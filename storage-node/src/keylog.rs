@@ -15,7 +15,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use splitkv_common::record::{self, FRAME_HEADER_BYTES, Frame};
+use splitkv_common::record::{self, FRAME_HEADER_BYTES, Frame, KeyEntry};
 
 use crate::disk::{Disk, DiskFile, FileKind, Mapping};
 
@@ -275,6 +275,35 @@ impl KeyLogSnapshot {
     /// The end of the log in this view.
     pub fn end(&self) -> u64 {
         self.end
+    }
+
+    /// Calls `f` with every entry of the view's frames, in log order (the
+    /// frames below the end verified when the log was opened or appended).
+    pub(crate) fn for_each_entry(&self, mut f: impl FnMut(&KeyEntry<'_>)) {
+        let mut pos = 0;
+        while pos < self.end {
+            let index = (pos / self.chunk_bytes) as usize;
+            let chunk_start = index as u64 * self.chunk_bytes;
+            let next_chunk = chunk_start + self.chunk_bytes;
+            let Some(chunk) = self.chunks.get(index) else {
+                return;
+            };
+            let stop = next_chunk.min(self.end);
+            let bytes = &chunk.bytes()[(pos - chunk_start) as usize..(stop - chunk_start) as usize];
+            match record::decode_frame(bytes) {
+                Ok((Frame::Entries(entries), used)) => {
+                    for entry in entries.iter().flatten() {
+                        f(&entry);
+                    }
+                    pos += used as u64;
+                }
+                Ok((Frame::Pad, _)) => pos = next_chunk,
+                Err(_) => {
+                    debug_assert!(false, "a frame below the end verifies");
+                    return;
+                }
+            }
+        }
     }
 
     /// Copies whole frames that hold an entry with a sequence number of at

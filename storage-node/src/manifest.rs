@@ -10,7 +10,7 @@ use crate::disk::{Disk, DiskFile, FileKind};
 use crate::error::{Result, StorageError};
 
 /// Version of the on-disk format this build reads and writes.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 const MANIFEST: &str = "MANIFEST";
 const EPOCH: &str = "EPOCH";
 const MANIFEST_HEADER: &str = "splitkv data directory";
@@ -26,13 +26,19 @@ pub struct Manifest {
     pub buffer_bytes: usize,
     /// Size of each key-log chunk.
     pub keylog_chunk_bytes: usize,
+    /// Size of each value-log segment.
+    pub segment_bytes: u64,
 }
 
 impl Manifest {
     fn encode(&self) -> String {
         format!(
-            "{MANIFEST_HEADER}\nformat = {}\npartitions = {}\nbuffer_bytes = {}\nkeylog_chunk_bytes = {}\n",
-            self.format, self.partitions, self.buffer_bytes, self.keylog_chunk_bytes
+            "{MANIFEST_HEADER}\nformat = {}\npartitions = {}\nbuffer_bytes = {}\nkeylog_chunk_bytes = {}\nsegment_bytes = {}\n",
+            self.format,
+            self.partitions,
+            self.buffer_bytes,
+            self.keylog_chunk_bytes,
+            self.segment_bytes
         )
     }
 
@@ -58,18 +64,20 @@ impl Manifest {
                 .copied()
                 .ok_or_else(|| format!("missing field {name}"))
         };
+        // The version first: the other fields differ between versions.
+        let format = u32::try_from(get("format")?).map_err(|_| "format out of range")?;
+        if format != FORMAT_VERSION {
+            return Err(format!(
+                "format version {format} is not supported by this build (which reads version {FORMAT_VERSION})"
+            ));
+        }
         let manifest = Manifest {
-            format: u32::try_from(get("format")?).map_err(|_| "format out of range")?,
+            format,
             partitions: get("partitions")? as usize,
             buffer_bytes: get("buffer_bytes")? as usize,
             keylog_chunk_bytes: get("keylog_chunk_bytes")? as usize,
+            segment_bytes: get("segment_bytes")?,
         };
-        if manifest.format != FORMAT_VERSION {
-            return Err(format!(
-                "format version {} is not supported by this build (which reads version {FORMAT_VERSION})",
-                manifest.format
-            ));
-        }
         validate_layout(&manifest)?;
         Ok(manifest)
     }
@@ -105,6 +113,7 @@ impl Manifest {
                     partitions: config.partitions,
                     buffer_bytes: config.buffer_bytes,
                     keylog_chunk_bytes: config.keylog_chunk_bytes,
+                    segment_bytes: config.segment_bytes,
                 };
                 validate_layout(&manifest).map_err(manifest_err)?;
                 let tmp = dir.join("MANIFEST.tmp");
@@ -140,6 +149,12 @@ fn validate_layout(m: &Manifest) -> std::result::Result<(), String> {
         return Err(format!(
             "keylog_chunk_bytes {} is not a positive multiple of 4096",
             m.keylog_chunk_bytes
+        ));
+    }
+    if !m.segment_bytes.is_multiple_of(4096) || m.segment_bytes < m.buffer_bytes as u64 {
+        return Err(format!(
+            "segment_bytes {} is not a multiple of 4096 of at least buffer_bytes ({})",
+            m.segment_bytes, m.buffer_bytes
         ));
     }
     Ok(())
@@ -243,6 +258,7 @@ mod tests {
             partitions: 16,
             buffer_bytes: 1 << 20,
             keylog_chunk_bytes: 8 << 20,
+            segment_bytes: 32 << 20,
         };
         assert_eq!(Manifest::parse(&m.encode()), Ok(m));
     }
@@ -254,6 +270,7 @@ mod tests {
             partitions: 16,
             buffer_bytes: 1 << 20,
             keylog_chunk_bytes: 8 << 20,
+            segment_bytes: 32 << 20,
         };
         assert!(
             Manifest::parse(&m.encode())

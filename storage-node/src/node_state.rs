@@ -14,6 +14,7 @@ use splitkv_common::message::WireError;
 
 use crate::aligned::BufferPool;
 use crate::config::{Durability, Limits};
+use crate::directory::KeyDirectory;
 use crate::error::{Result, StorageError};
 
 /// Node-wide state shared by all partitions.
@@ -31,6 +32,9 @@ pub(crate) struct NodeState {
     pub(crate) keylog_chunk_bytes: usize,
     /// Buffers for range reads, reused across requests and partitions.
     pub(crate) range_buffers: Arc<BufferPool>,
+    /// Where every key's newest version is, and each segment's live and
+    /// dead bytes: every partition applies its committed entries here.
+    pub(crate) directory: KeyDirectory,
 }
 
 /// The settings a [`NodeState`] starts from.
@@ -46,6 +50,8 @@ pub(crate) struct NodeSettings {
     pub(crate) keylog_chunk_bytes: usize,
     /// Range-read buffers kept for reuse.
     pub(crate) range_buffers_kept: usize,
+    /// The directory rebuilt from the key logs on open.
+    pub(crate) directory: KeyDirectory,
 }
 
 impl NodeState {
@@ -60,6 +66,7 @@ impl NodeState {
             limits: settings.limits,
             keylog_chunk_bytes: settings.keylog_chunk_bytes,
             range_buffers: BufferPool::new(settings.range_buffers_kept),
+            directory: settings.directory,
         }
     }
 

@@ -22,6 +22,7 @@ use crate::disk::{Disk, FileKind};
 use crate::error::{Result, StorageError};
 use crate::keylog::{KeyLog, ScanSummary};
 use crate::manifest::Manifest;
+use crate::partition::value_log::ValueLog;
 use crate::partition::{BufferSlot, PartitionParts};
 
 /// What recovery did for one partition.
@@ -51,7 +52,7 @@ pub(crate) fn partition_dir(data_dir: &Path, id: usize) -> std::path::PathBuf {
 }
 
 pub(crate) fn recover_partition(
-    disk: &dyn Disk,
+    disk: &Arc<dyn Disk>,
     data_dir: &Path,
     id: usize,
     manifest: &Manifest,
@@ -65,9 +66,9 @@ pub(crate) fn recover_partition(
         disk.create_dir_all(&dir)
             .map_err(|e| ctx("creating the partition directory", e))?;
     }
-    let vlog = disk
-        .open(&dir.join("value.log"), FileKind::Direct, true)
-        .map_err(|e| open_vlog_error(data_dir, e))?;
+    let vlog = ValueLog::open(Arc::clone(disk), &dir, manifest.segment_bytes)
+        .map_err(|e| ctx("opening the value log's segments", e))?;
+    let disk = &**disk;
     let mut buffers = Vec::with_capacity(2);
     for index in 0..2 {
         let path = dir.join(format!("buffer.{index}"));
@@ -138,9 +139,6 @@ pub(crate) fn recover_partition(
             header.base + header.fill.min(buffer.capacity() as u64),
         ));
     }
-    let vlog_allocated = vlog
-        .len_bytes()
-        .map_err(|e| ctx("reading the value-log length", e))?;
     report.next_base = next_base;
     let [b0, b1]: [Arc<WriteBuffer>; 2] = buffers
         .try_into()
@@ -148,7 +146,6 @@ pub(crate) fn recover_partition(
     Ok(Recovered {
         parts: PartitionParts {
             vlog,
-            vlog_allocated,
             buffers: [b0, b1],
             slots,
             keylog,
@@ -240,8 +237,9 @@ mod tests {
         engine.close().expect("close");
         drop(engine);
 
-        let vlog = std::fs::read(super::partition_dir(dir.path(), 0).join("value.log"))
-            .expect("read the value log");
+        let segment = crate::partition::value_log::segment_file_name(0);
+        let vlog = std::fs::read(super::partition_dir(dir.path(), 0).join(segment))
+            .expect("read the value log's first segment");
         let block = &vlog[..DIRECT_ALIGN];
         assert!(block[..fill as usize].iter().all(|&b| b == 0xAA));
         assert!(

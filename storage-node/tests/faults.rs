@@ -150,7 +150,7 @@ fn fault_poisons_without_loss(
 
 fn fail_value_log_writes(errno: i32) -> impl Fn(&StorageEngine, &FaultPlan) -> Acked {
     move |_, plan| {
-        plan.fail_now(Op::DirectWrite, Files::Named("value.log"), errno);
+        plan.fail_now(Op::DirectWrite, Files::ValueLog, errno);
         Vec::new()
     }
 }
@@ -162,7 +162,7 @@ fn a_full_disk_during_a_flush_poisons_and_loses_nothing() {
         fail_value_log_writes(libc::ENOSPC),
         Expect::DiskFull,
     );
-    assert!(plan.failed(Op::DirectWrite, Files::Named("value.log")) > 0);
+    assert!(plan.failed(Op::DirectWrite, Files::ValueLog) > 0);
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn an_io_error_during_a_flush_poisons_and_loses_nothing() {
         fail_value_log_writes(libc::EIO),
         Expect::IoError,
     );
-    assert!(plan.failed(Op::DirectWrite, Files::Named("value.log")) > 0);
+    assert!(plan.failed(Op::DirectWrite, Files::ValueLog) > 0);
 }
 
 /// Fails the key log's preallocations alone with `errno`, then puts values
@@ -184,7 +184,7 @@ fn key_log_preallocation_fault(errno: i32, expect: Expect) {
         Durability::Mmap,
         |engine, plan| {
             plan.fail_now(Op::Allocate, Files::Named("key.log"), errno);
-            let before = plan.succeeded(Op::Allocate, Files::Named("value.log"));
+            let before = plan.succeeded(Op::Allocate, Files::ValueLog);
             let mut acked = Vec::new();
             for i in 0..3 {
                 let key = format!("large-{i}").into_bytes();
@@ -195,7 +195,7 @@ fn key_log_preallocation_fault(errno: i32, expect: Expect) {
                 acked.push((key, value));
             }
             assert!(
-                plan.succeeded(Op::Allocate, Files::Named("value.log")) > before,
+                plan.succeeded(Op::Allocate, Files::ValueLog) > before,
                 "the value log grew (and allocated) while the key log's allocations failed"
             );
             acked
@@ -204,7 +204,7 @@ fn key_log_preallocation_fault(errno: i32, expect: Expect) {
     );
     assert!(plan.failed(Op::Allocate, Files::Named("key.log")) > 0);
     assert_eq!(
-        plan.failed(Op::Allocate, Files::Named("value.log")),
+        plan.failed(Op::Allocate, Files::ValueLog),
         0,
         "only the key log's allocations were failed"
     );
@@ -238,12 +238,12 @@ fn a_failed_fdatasync_in_sync_durability_poisons_and_loses_nothing() {
     let plan = fault_poisons_without_loss(
         Durability::Sync,
         |_, plan| {
-            plan.fail_now(Op::SyncData, Files::Named("value.log"), libc::EIO);
+            plan.fail_now(Op::SyncData, Files::ValueLog, libc::EIO);
             Vec::new()
         },
         Expect::IoError,
     );
-    assert!(plan.failed(Op::SyncData, Files::Named("value.log")) > 0);
+    assert!(plan.failed(Op::SyncData, Files::ValueLog) > 0);
 }
 
 #[test]
@@ -262,7 +262,7 @@ fn a_read_error_fails_that_read_and_leaves_the_data_intact() {
     let engine = StorageEngine::open_with_disk(config.clone(), FaultDisk::new(Arc::clone(&plan)))
         .expect("reopen");
     let index = build_index(&engine);
-    plan.fail_now(Op::Read, Files::Named("value.log"), libc::EIO);
+    plan.fail_now(Op::Read, Files::ValueLog, libc::EIO);
     for i in 0..10 {
         let key = format!("key-{i:06}").into_bytes();
         let at = index[&key];
@@ -276,7 +276,7 @@ fn a_read_error_fails_that_read_and_leaves_the_data_intact() {
         );
         assert!(message.contains("reading the value log"), "{message}");
     }
-    assert_eq!(plan.failed(Op::Read, Files::Named("value.log")), 10);
+    assert_eq!(plan.failed(Op::Read, Files::ValueLog), 10);
     let err = engine
         .read_range(0, 0, 64 << 10)
         .expect_err("a failed range read is an error");
@@ -333,7 +333,7 @@ fn a_large_write_on_a_full_disk_fails_that_put() {
     )
     .expect("open");
     engine.put(0, b"small", b"fine").expect("put");
-    plan.fail_now(Op::DirectWrite, Files::Named("value.log"), libc::ENOSPC);
+    plan.fail_now(Op::DirectWrite, Files::ValueLog, libc::ENOSPC);
     let err = engine
         .put(0, b"large", &vec![7u8; 300_000])
         .expect_err("large write fails");
@@ -363,7 +363,7 @@ fn a_batch_whose_large_write_fails_leaves_none_of_it() {
             StorageEngine::open_with_disk(config.clone(), FaultDisk::new(Arc::clone(&plan)))
                 .expect("open");
         engine.put(0, b"old", b"kept").expect("put");
-        plan.fail_now(Op::DirectWrite, Files::Named("value.log"), libc::EIO);
+        plan.fail_now(Op::DirectWrite, Files::ValueLog, libc::EIO);
         let big = vec![7u8; 300_000];
         let ops = [
             WriteOp::Put {
@@ -412,7 +412,7 @@ fn recovery_onto_a_full_disk_opens_read_only_then_recovers_later() {
         )
         .expect("open");
         // Every flush fails: the data stays in the buffers (acknowledged).
-        plan.fail_now(Op::DirectWrite, Files::Named("value.log"), libc::EIO);
+        plan.fail_now(Op::DirectWrite, Files::ValueLog, libc::EIO);
         let (acked, _) = put_until_error(&engine, 0, 1000);
         assert!(!acked.is_empty());
         acked
@@ -420,13 +420,13 @@ fn recovery_onto_a_full_disk_opens_read_only_then_recovers_later() {
     {
         // The O_DIRECT probe at open passes; the buffer replays fail.
         let full = FaultPlan::new();
-        full.fail_now(Op::DirectWrite, Files::Named("value.log"), libc::ENOSPC);
+        full.fail_now(Op::DirectWrite, Files::ValueLog, libc::ENOSPC);
         let engine = StorageEngine::open_with_disk(
             small_config(dir.path(), PARTITIONS),
             FaultDisk::new(Arc::clone(&full)),
         )
         .expect("a full disk opens read-only, not an error");
-        assert!(full.failed(Op::DirectWrite, Files::Named("value.log")) > 0);
+        assert!(full.failed(Op::DirectWrite, Files::ValueLog) > 0);
         let refusal = engine.stats().refusing_writes.expect("read-only");
         assert!(refusal.contains("too full to recover"), "{refusal}");
         let err = engine.put(0, b"k", b"v").expect_err("read-only");

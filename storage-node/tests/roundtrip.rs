@@ -270,7 +270,7 @@ fn a_flipped_byte_in_the_value_log_is_a_checksum_error_not_data() {
         build_index(&engine)
     };
     let victim = located[&b"victim"[..]];
-    let path = dir.path().join("p000").join("value.log");
+    let path = dir.path().join("p000").join("value-00000000.seg");
     let mut bytes = std::fs::read(&path).expect("read value log");
     bytes[victim.offset as usize + 2000] ^= 0x01;
     std::fs::write(&path, &bytes).expect("write value log");

@@ -840,6 +840,25 @@ impl StorageClient {
         })
     }
 
+    /// Where the newest version of `key` is on the node (through the
+    /// connection of `partition`): asked after a read answered
+    /// [`WireError::Moved`](crate::message::WireError::Moved).
+    pub fn locate(
+        &self,
+        partition: usize,
+        key: &[u8],
+    ) -> Result<Call<Option<crate::message::VersionAt>>, ClientError> {
+        self.call(
+            partition % self.partitions().max(1),
+            RequestBody::Locate { key },
+            &[],
+            |reply| match reply.body {
+                ResponseBody::Located(located) => Ok(located),
+                other => Err(unexpected(&other)),
+            },
+        )
+    }
+
     /// A round trip on the connection of `partition`.
     pub fn ping(&self, partition: usize) -> Result<Call<()>, ClientError> {
         self.call(partition, RequestBody::Ping, &[], |reply| {

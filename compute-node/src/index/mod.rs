@@ -307,11 +307,19 @@ impl<S: BuildHasher> Index<S> {
             Some(slot) => {
                 let existing = shard.location(slot);
                 // An expiry delete (a tombstone naming the expired version's
-                // seq) beats that version; every other tie keeps the entry.
+                // seq) beats that version, and a relocation by garbage
+                // collection (the same version further on in the same value
+                // log) beats its older place; every other tie keeps the
+                // entry.
+                let same_seq = existing.seq == location.seq;
+                let relocated = same_seq
+                    && !location.is_tombstone()
+                    && !existing.is_tombstone()
+                    && location.partition == existing.partition
+                    && location.offset > existing.offset;
                 let newer = existing.seq < location.seq
-                    || (existing.seq == location.seq
-                        && location.is_tombstone()
-                        && !existing.is_tombstone());
+                    || (same_seq && location.is_tombstone() && !existing.is_tombstone())
+                    || relocated;
                 if !newer {
                     return Ok(Change::NONE);
                 }

@@ -142,6 +142,7 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
              window_fetches:{}\r\n\
              window_fetch_bytes:{}\r\n\
              point_reads:{}\r\n\
+             relocations:{}\r\n\
              cache_hits:{}\r\n\
              cache_misses:{}\r\n\
              cache_bytes:{}\r\n\
@@ -167,6 +168,7 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
             stats.window_fetches,
             stats.window_fetch_bytes,
             stats.point_reads,
+            stats.relocations,
             stats.cache_hits,
             stats.cache_misses,
             stats.cache_bytes,

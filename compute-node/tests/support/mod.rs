@@ -22,6 +22,8 @@ pub struct StorageNode {
     pub partitions: usize,
     /// The storage node's value limit.
     max_value_bytes: usize,
+    /// Value-log segment size of its data directory.
+    segment_bytes: u64,
     runtime: tokio::runtime::Runtime,
     running: Option<Running>,
 }
@@ -41,6 +43,21 @@ impl StorageNode {
     /// Like [`StorageNode::start`], accepting values of at most
     /// `max_value_bytes`.
     pub fn start_with_value_limit(partitions: usize, max_value_bytes: usize) -> Self {
+        Self::start_with_segments(
+            partitions,
+            max_value_bytes,
+            storage_node::config::DEFAULT_SEGMENT_BYTES,
+        )
+    }
+
+    /// Like [`StorageNode::start_with_value_limit`], with value-log segments
+    /// of `segment_bytes` and no garbage collection but what
+    /// [`StorageNode::collect_garbage`] asks for.
+    pub fn start_with_segments(
+        partitions: usize,
+        max_value_bytes: usize,
+        segment_bytes: u64,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         certs::generate_cluster(
             &dir.path().join("certs"),
@@ -53,6 +70,7 @@ impl StorageNode {
             addr: "127.0.0.1:0".parse().expect("address"),
             partitions,
             max_value_bytes,
+            segment_bytes,
             runtime: node_runtime(),
             running: None,
         };
@@ -75,6 +93,11 @@ impl StorageNode {
         config.partitions = self.partitions;
         config.buffer_bytes = 256 << 10;
         config.limits.max_value_bytes = self.max_value_bytes;
+        config.segment_bytes = self.segment_bytes;
+        if self.segment_bytes != storage_node::config::DEFAULT_SEGMENT_BYTES {
+            config.gc.interval_ms = 0;
+            config.gc.copy_bytes_per_s = 0;
+        }
         let engine = Arc::new(StorageEngine::open(config).expect("open storage engine"));
         let identity =
             NodeIdentity::load(&self.dir.path().join("certs").join("storage")).expect("identity");
@@ -133,6 +156,17 @@ impl StorageNode {
                 .map(|p| p.deletes)
                 .sum()
         })
+    }
+
+    /// Runs garbage collection on the storage node now.
+    #[allow(dead_code, reason = "used by gc.rs only")]
+    pub fn collect_garbage(&self, min_dead_percent: u8) -> storage_node::GcReport {
+        self.running
+            .as_ref()
+            .expect("running")
+            .engine
+            .collect_garbage(min_dead_percent)
+            .expect("garbage collection")
     }
 
     /// An engine configuration for a compute node of this cluster.

@@ -102,6 +102,7 @@ mod tests {
             limits: Limits::default(),
             keylog_chunk_bytes: 1 << 20,
             range_buffers_kept: 0,
+            directory: crate::directory::KeyDirectory::new(1, 1 << 20),
         })
     }
 

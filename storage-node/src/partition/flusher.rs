@@ -45,8 +45,8 @@ impl Partition {
             let data = unsafe { buffer.padded_records(fill) };
             let padded = data.len();
             let result = self
-                .ensure_vlog_allocated(base + padded as u64)
-                .and_then(|()| self.vlog.write_at(data, base))
+                .vlog
+                .write_at(data, base)
                 .and_then(|()| self.sync_if(|| self.vlog.sync_data()))
                 .and_then(|()| {
                     buffer.set_state(BufferState::Free);

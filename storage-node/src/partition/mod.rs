@@ -19,8 +19,10 @@
 //! lock, every frame before an acknowledged one is complete, so a torn frame
 //! can only follow unacknowledged writes.
 //!
-//! **Value-log layout.** Each buffer covers `[base, base + fill)` of the value
-//! log, with `base` aligned to 4 KiB. A full buffer is sealed (its range
+//! **Value-log layout.** The value log is a sequence of fixed-size segment
+//! files ([`value_log`]); no record and no buffer's range straddles two.
+//! Each buffer covers `[base, base + fill)` of the value log, with `base`
+//! aligned to 4 KiB. A full buffer is sealed (its range
 //! padded to 4 KiB) and written by the flusher at `base` while writes go on
 //! into the other buffer. A record larger than a buffer gets an aligned
 //! region of its own after the sealed buffer, written by the writing
@@ -31,9 +33,11 @@
 
 mod commit;
 mod flusher;
+mod gc;
 mod queue;
 mod reader;
 mod slot;
+pub(crate) mod value_log;
 mod writer;
 
 use std::ops::Range;
@@ -45,9 +49,7 @@ use crossbeam_channel::Sender;
 use parking_lot::{Condvar, Mutex};
 use splitkv_common::message::PartitionReport;
 
-use crate::aligned::align_up;
 use crate::buffer::WriteBuffer;
-use crate::disk::DiskFile;
 use crate::error::{Result, StorageError};
 use crate::keylog::KeyLog;
 use crate::node_state::NodeState;
@@ -59,21 +61,17 @@ pub use writer::WriteOp;
 
 use commit::GroupCommit;
 use queue::WriteQueue;
+use value_log::ValueLog;
 use writer::Scratch;
 
 /// Sealed buffers waiting for the flusher: at most both buffers of the
 /// partition, so queueing one never blocks the sealing writer.
 const FLUSH_QUEUE_SLOTS: usize = 2;
 
-/// The value log is preallocated this far ahead of the writes.
-const VLOG_PREALLOCATE_BYTES: u64 = 32 << 20;
-
 /// What recovery hands over to open a partition.
 pub(crate) struct PartitionParts {
-    /// The value log (O_DIRECT).
-    pub(crate) vlog: Arc<dyn DiskFile>,
-    /// Bytes of the value log allocated on disk (its length).
-    pub(crate) vlog_allocated: u64,
+    /// The value log's segments (O_DIRECT).
+    pub(crate) vlog: ValueLog,
     /// The two write buffers.
     pub(crate) buffers: [Arc<WriteBuffer>; 2],
     /// Where each buffer is in its cycle: `Flushed`, or `Sealed` if
@@ -137,6 +135,9 @@ struct PartitionCounters {
     flushes: AtomicU64,
     flushed_bytes: AtomicU64,
     large_writes: AtomicU64,
+    relocations: AtomicU64,
+    gc_runs: AtomicU64,
+    reclaimed_bytes: AtomicU64,
 }
 
 /// The partition's threads, joined when it closes.
@@ -150,7 +151,7 @@ struct Threads {
 pub(crate) struct Partition {
     id: usize,
     node: Arc<NodeState>,
-    vlog: Arc<dyn DiskFile>,
+    vlog: ValueLog,
     buffers: [Arc<WriteBuffer>; 2],
     state: Mutex<PartitionState>,
     /// Signalled when a buffer is flushed (or the flusher stops).
@@ -158,10 +159,6 @@ pub(crate) struct Partition {
     commit: GroupCommit,
     queue: WriteQueue,
     counters: PartitionCounters,
-    /// Bytes of the value log allocated on disk. Writes land inside it, so
-    /// they never extend the file (which would serialise them in the file
-    /// system) and a full disk shows up at an explicit allocation.
-    vlog_allocated: Mutex<u64>,
     threads: Mutex<Threads>,
     /// The key log's end, published after every append (for readers that
     /// follow the key log).
@@ -207,7 +204,6 @@ impl Partition {
             commit: GroupCommit::new(keylog_end),
             queue: WriteQueue::new(),
             counters: PartitionCounters::default(),
-            vlog_allocated: Mutex::new(parts.vlog_allocated),
             threads: Mutex::new(Threads::default()),
             keylog_end: tokio::sync::watch::Sender::new(keylog_end),
             node,
@@ -262,6 +258,7 @@ impl Partition {
             (st.committed_end(), st.keylog.end(), st.keylog.entries())
         };
         let c = &self.counters;
+        let usage = self.node.directory.partition_usage(self.id);
         PartitionReport {
             puts: c.puts.load(Ordering::Relaxed),
             deletes: c.deletes.load(Ordering::Relaxed),
@@ -273,20 +270,13 @@ impl Partition {
             committed_end,
             keylog_end,
             keylog_entries,
+            segments: self.vlog.segment_ids().len() as u64,
+            gc_runs: c.gc_runs.load(Ordering::Relaxed),
+            reclaimed_bytes: c.reclaimed_bytes.load(Ordering::Relaxed),
+            relocations: c.relocations.load(Ordering::Relaxed),
+            live_bytes: usage.live_bytes,
+            dead_bytes: usage.dead_bytes,
         }
-    }
-
-    /// Makes sure the value log is allocated up to `end`, allocating
-    /// [`VLOG_PREALLOCATE_BYTES`] ahead when it is not.
-    fn ensure_vlog_allocated(&self, end: u64) -> std::io::Result<()> {
-        let mut allocated = self.vlog_allocated.lock();
-        if end <= *allocated {
-            return Ok(());
-        }
-        let target = align_up(end + VLOG_PREALLOCATE_BYTES);
-        self.vlog.allocate(*allocated, target - *allocated)?;
-        *allocated = target;
-        Ok(())
     }
 
     fn capacity(&self) -> usize {

@@ -11,7 +11,9 @@ use std::ops::Range;
 
 use splitkv_common::record::{self, RecordError, ValueRecord};
 
-use super::{Partition, PartitionState};
+use splitkv_common::message::WireError;
+
+use super::{Partition, PartitionState, value_log};
 use crate::aligned::{AlignedBuf, PooledBuf, align_down, align_up};
 use crate::error::{Result, StorageError};
 use crate::keylog::BadPosition;
@@ -149,12 +151,23 @@ impl Partition {
         // A point read of flushed bytes: through the page cache, so that a
         // record read again (by another compute node, or after one
         // restarts) is not read from the disk again.
-        self.vlog.read_cached_at(target, offset).map_err(|e| {
-            StorageError::io(
-                format!("reading the value log of partition {} at {offset}", self.id),
-                e,
-            )
-        })
+        self.vlog
+            .read_cached_at(target, offset)
+            .map_err(|e| self.read_error(offset, e))
+    }
+
+    fn read_error(&self, offset: u64, e: std::io::Error) -> StorageError {
+        if value_log::is_moved(&e) {
+            return WireError::Moved {
+                partition: self.id as u32,
+                offset,
+            }
+            .into();
+        }
+        StorageError::io(
+            format!("reading the value log of partition {} at {offset}", self.id),
+            e,
+        )
     }
 
     /// Reads up to `max_len` bytes of the value log from `offset`, stopping at
@@ -183,7 +196,13 @@ impl Partition {
                 committed_end,
             });
         }
-        let end = committed_end.min(offset + max_len as u64);
+        if self.vlog.is_freed(self.vlog.segment_of(offset)) {
+            return Err(self.read_error(offset, value_log::moved(offset)));
+        }
+        // A range stops where a freed segment starts.
+        let end = committed_end
+            .min(offset + max_len as u64)
+            .min(self.vlog.freed_from(offset));
         let aligned_end = align_up(end);
         let mut buf = self
             .node
@@ -222,15 +241,10 @@ impl Partition {
             let at = (gap.start - aligned_start) as usize;
             let len = (gap.end - gap.start) as usize;
             let target = &mut buf.spare_aligned_mut()[at..at + len];
-            let got = self.vlog.read_at(target, gap.start).map_err(|e| {
-                StorageError::io(
-                    format!(
-                        "reading the value log of partition {} at {}",
-                        self.id, gap.start
-                    ),
-                    e,
-                )
-            })?;
+            let got = self
+                .vlog
+                .read_at(target, gap.start)
+                .map_err(|e| self.read_error(gap.start, e))?;
             // Everything below the committed end has been written, so the
             // file holds at least the bytes up to `end`.
             let needed = (gap.end.min(end) - gap.start) as usize;

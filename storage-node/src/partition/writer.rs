@@ -45,14 +45,60 @@ pub enum WriteOp<'a> {
     /// Delete every key: a clear entry in the key log, which says that
     /// every record with a lower sequence number, in any partition, is gone.
     Clear,
+    /// Garbage collection's copy of version `seq` of `key`: its record
+    /// again, at the head of the partition's value log, logged as a put
+    /// entry with the version's own sequence number (a relocation: the
+    /// same version, further on in the same value log). Only the
+    /// partition's garbage collection writes these;
+    /// [`StorageEngine::write`](crate::StorageEngine::write) refuses them.
+    Relocate {
+        /// The key.
+        key: &'a [u8],
+        /// The version's value.
+        value: &'a [u8],
+        /// The version's sequence number.
+        seq: u64,
+        /// The version's expiry (absolute Unix milliseconds; 0: never).
+        expire_at_ms: u64,
+    },
 }
 
-impl WriteOp<'_> {
+impl<'a> WriteOp<'a> {
     /// The key (empty for a clear).
-    fn key(&self) -> &[u8] {
-        match self {
-            WriteOp::Put { key, .. } | WriteOp::Delete { key } | WriteOp::Expire { key, .. } => key,
+    fn key(&self) -> &'a [u8] {
+        match *self {
+            WriteOp::Put { key, .. }
+            | WriteOp::Relocate { key, .. }
+            | WriteOp::Delete { key }
+            | WriteOp::Expire { key, .. } => key,
             WriteOp::Clear => &[],
+        }
+    }
+
+    /// The key-log entry of this op, placed as `ack` says.
+    fn entry(&self, ack: &WriteAck) -> KeyEntry<'a> {
+        let (kind, value_offset, value_len, expire_at_ms) = match *self {
+            WriteOp::Put {
+                value,
+                expire_at_ms,
+                ..
+            }
+            | WriteOp::Relocate {
+                value,
+                expire_at_ms,
+                ..
+            } => (EntryKind::Put, ack.offset, value.len() as u32, expire_at_ms),
+            WriteOp::Delete { .. } => (EntryKind::Delete, 0, 0, 0),
+            WriteOp::Expire { version_seq, .. } => (EntryKind::Expire { version_seq }, 0, 0, 0),
+            WriteOp::Clear => (EntryKind::Clear, 0, 0, 0),
+        };
+        KeyEntry {
+            kind,
+            seq: ack.seq,
+            value_offset,
+            value_len,
+            expire_at_ms,
+            key: self.key(),
         }
     }
 }
@@ -162,6 +208,11 @@ impl Partition {
                 value,
                 expire_at_ms: at,
                 ..
+            }
+            | WriteOp::Relocate {
+                value,
+                expire_at_ms: at,
+                ..
             } = op
             {
                 limits.check_value(value)?;
@@ -182,7 +233,7 @@ impl Partition {
 
     fn is_large(&self, op: &WriteOp<'_>) -> bool {
         match op {
-            WriteOp::Put { key, value, .. } => {
+            WriteOp::Put { key, value, .. } | WriteOp::Relocate { key, value, .. } => {
                 record::value_record_len(key.len(), value.len()) > self.capacity()
             }
             WriteOp::Delete { .. } | WriteOp::Expire { .. } | WriteOp::Clear => false,
@@ -235,6 +286,10 @@ impl Partition {
                 )
             })?;
         self.keylog_end.send_replace(end);
+        // In key-log order, under the lock that orders the key log.
+        for (op, ack) in ops.iter().zip(acks.iter()) {
+            self.node.directory.apply(self.id, &op.entry(ack));
+        }
         for op in ops {
             match op {
                 WriteOp::Put { value, .. } => {
@@ -242,6 +297,9 @@ impl Partition {
                     self.counters
                         .value_bytes
                         .fetch_add(value.len() as u64, Ordering::Relaxed);
+                }
+                WriteOp::Relocate { .. } => {
+                    self.counters.relocations.fetch_add(1, Ordering::Relaxed);
                 }
                 WriteOp::Delete { .. } | WriteOp::Expire { .. } => {
                     self.counters.deletes.fetch_add(1, Ordering::Relaxed);
@@ -268,75 +326,50 @@ impl Partition {
     ) -> Result<u64, Stall> {
         let mut max_seq = 0;
         for (i, op) in ops.iter().enumerate() {
-            let mut expires = 0;
-            let (kind, value_offset, value_len) = match *op {
-                WriteOp::Put {
-                    key,
-                    value,
-                    expire_at_ms,
-                } => {
-                    expires = expire_at_ms;
+            acks[i] = match *op {
+                WriteOp::Put { key, value, .. } | WriteOp::Relocate { key, value, .. } => {
+                    let fixed_seq = match *op {
+                        WriteOp::Relocate { seq, .. } => Some(seq),
+                        _ => None,
+                    };
                     let (offset, seq) = if self.is_large(op) {
                         let len = record::value_record_len(key.len(), value.len());
                         let region = self.reserve_large(st, len);
-                        let seq = self.node.next_seq();
+                        let seq = fixed_seq.unwrap_or_else(|| self.node.next_seq());
                         let offset = region.start;
                         scratch.large.push(LargeWrite { region, seq });
                         (offset, seq)
                     } else {
-                        self.copy_into_buffer(st, key, value, may_wait)?
+                        self.copy_into_buffer(st, key, value, fixed_seq, may_wait)?
                     };
-                    acks[i] = WriteAck { seq, offset };
-                    (EntryKind::Put, offset, value.len() as u32)
+                    WriteAck { seq, offset }
                 }
-                WriteOp::Delete { .. } => {
-                    acks[i] = WriteAck {
-                        seq: self.node.next_seq(),
-                        offset: 0,
-                    };
-                    (EntryKind::Delete, 0, 0)
-                }
-                WriteOp::Expire { version_seq, .. } => {
-                    acks[i] = WriteAck {
-                        seq: self.node.next_seq(),
-                        offset: 0,
-                    };
-                    (EntryKind::Expire { version_seq }, 0, 0)
-                }
-                WriteOp::Clear => {
-                    acks[i] = WriteAck {
-                        seq: self.node.next_seq(),
-                        offset: 0,
-                    };
-                    (EntryKind::Clear, 0, 0)
-                }
+                WriteOp::Delete { .. } | WriteOp::Expire { .. } | WriteOp::Clear => WriteAck {
+                    seq: self.node.next_seq(),
+                    offset: 0,
+                },
             };
             max_seq = max_seq.max(acks[i].seq);
-            scratch.frame.push(&KeyEntry {
-                kind,
-                seq: acks[i].seq,
-                value_offset,
-                value_len,
-                expire_at_ms: expires,
-                key: op.key(),
-            });
+            scratch.frame.push(&op.entry(&acks[i]));
         }
         Ok(max_seq)
     }
 
     /// Copies one record into the active buffer, switching buffers (and
     /// waiting for a free one) when it does not fit. Returns its value-log
-    /// offset and sequence number.
+    /// offset and sequence number: `fixed_seq` for a relocation, else the
+    /// next one.
     fn copy_into_buffer(
         &self,
         st: &mut MutexGuard<'_, PartitionState>,
         key: &[u8],
         value: &[u8],
+        fixed_seq: Option<u64>,
         may_wait: bool,
     ) -> Result<(u64, u64), Stall> {
         let len = record::value_record_len(key.len(), value.len());
         let (slot, at, base) = self.reserve_in_buffer(st, len, may_wait)?;
-        let seq = self.node.next_seq();
+        let seq = fixed_seq.unwrap_or_else(|| self.node.next_seq());
         let buffer = &self.buffers[slot];
         // SAFETY: bytes past the fill of the active buffer are touched by no
         // one but the lock holder (readers stop at the fill, the flusher only
@@ -362,14 +395,19 @@ impl Partition {
             }
             if let Some(active) = st.active() {
                 if let super::BufferSlot::Filling { base, fill, .. } = st.slots[active]
-                    && fill as usize + len <= self.capacity()
+                    && fill + len as u64 <= self.buffer_room(base)
                 {
                     return Ok((active, fill as usize, base));
                 }
                 self.seal(st, active);
             }
             if let Some(free) = st.slots.iter().position(super::BufferSlot::is_flushed) {
-                let base = st.next_base;
+                let mut base = st.next_base;
+                if self.vlog.segment_end(base) - base < len as u64 {
+                    // What is left of the segment is padding.
+                    base = self.vlog.segment_end(base);
+                    st.next_base = base;
+                }
                 self.buffers[free].write_header(Header {
                     state: BufferState::Filling,
                     base,
@@ -417,12 +455,23 @@ impl Partition {
         }
     }
 
-    /// Reserves an aligned region for a record too large for a buffer.
+    /// How many bytes a buffer that starts at `base` may hold: its
+    /// capacity, or less where its segment ends first.
+    fn buffer_room(&self, base: u64) -> u64 {
+        (self.capacity() as u64).min(self.vlog.segment_end(base) - base)
+    }
+
+    /// Reserves an aligned region for a record too large for a buffer,
+    /// inside one segment.
     fn reserve_large(&self, st: &mut PartitionState, len: usize) -> Range<u64> {
         if let Some(active) = st.active() {
             self.seal(st, active);
         }
-        let region = st.next_base..st.next_base + align_up(len as u64);
+        let len = align_up(len as u64);
+        if st.next_base + len > self.vlog.segment_end(st.next_base) {
+            st.next_base = self.vlog.segment_end(st.next_base);
+        }
+        let region = st.next_base..st.next_base + len;
         st.next_base = region.end;
         st.large_in_flight.push(region.clone());
         region
@@ -432,7 +481,11 @@ impl Partition {
     /// (then fdatasync in sync mode). Runs without the partition lock.
     fn write_large(&self, ops: &[WriteOp<'_>], large: &[LargeWrite]) -> Result<()> {
         let large_puts = ops.iter().filter_map(|op| match *op {
-            WriteOp::Put { key, value, .. } if self.is_large(op) => Some((key, value)),
+            WriteOp::Put { key, value, .. } | WriteOp::Relocate { key, value, .. }
+                if self.is_large(op) =>
+            {
+                Some((key, value))
+            }
             _ => None,
         });
         for ((key, value), write) in large_puts.zip(large) {
@@ -443,8 +496,8 @@ impl Partition {
             let padded = align_up(len as u64) as usize;
             let data = &buf.spare_aligned_mut()[..padded];
             let result = self
-                .ensure_vlog_allocated(offset + padded as u64)
-                .and_then(|()| self.vlog.write_at(data, offset))
+                .vlog
+                .write_at(data, offset)
                 .and_then(|()| {
                     if self.node.durability == Durability::Sync {
                         self.vlog.sync_data()

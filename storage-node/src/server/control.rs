@@ -384,6 +384,15 @@ async fn handle(
             ));
             Ok(Answered::Now)
         }
+        RequestBody::Locate { key } => {
+            let located = context.engine.locate(key);
+            out.push(encode_response(
+                scratch,
+                id,
+                Ok(ResponseBody::Located(located)),
+            ));
+            Ok(Answered::Now)
+        }
         RequestBody::Ping => {
             out.push(encode_response(scratch, id, Ok(ResponseBody::Pong)));
             Ok(Answered::Now)

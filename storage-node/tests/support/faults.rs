@@ -54,9 +54,11 @@ pub enum Files {
     All,
     /// Files opened as this kind.
     Kind(FileKind),
-    /// Files of this name in any directory: `"key.log"`, `"value.log"`,
-    /// `"buffer.0"`, `"MANIFEST"`.
+    /// Files of this name in any directory: `"key.log"`, `"buffer.0"`,
+    /// `"MANIFEST"`.
     Named(&'static str),
+    /// The value logs' segment files (`value-NNNNNNNN.seg`).
+    ValueLog,
 }
 
 impl Files {
@@ -65,6 +67,10 @@ impl Files {
             Files::All => true,
             Files::Kind(kind) => file.kind == kind,
             Files::Named(name) => file.name == name,
+            Files::ValueLog => file
+                .name
+                .to_str()
+                .is_some_and(|n| n.starts_with("value-") && n.ends_with(".seg")),
         }
     }
 }

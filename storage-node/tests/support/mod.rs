@@ -49,7 +49,15 @@ pub fn build_index(engine: &StorageEngine) -> HashMap<Vec<u8>, Located> {
                             offset: entry.value_offset,
                             record_len: entry.record_len(),
                         };
-                        let newer = index.get(entry.key).is_none_or(|old| old.seq < entry.seq);
+                        // A relocation by garbage collection is a put of
+                        // the same version further on in the same value log.
+                        let newer = index.get(entry.key).is_none_or(|old| {
+                            old.seq < entry.seq
+                                || (old.seq == entry.seq
+                                    && !located.deleted
+                                    && old.partition == partition
+                                    && old.offset < entry.value_offset)
+                        });
                         if newer {
                             index.insert(entry.key.to_vec(), located);
                         }

@@ -13,7 +13,7 @@ use splitkv_common::certs::{self, DEFAULT_STORAGE_NAMES};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{self, ServerConfig};
-use storage_node::{Durability, IoEngineKind, Limits, StorageConfig};
+use storage_node::{Durability, GcConfig, IoEngineKind, Limits, StorageConfig};
 
 /// The SplitKV storage node.
 #[derive(Parser)]
@@ -96,6 +96,24 @@ pub struct EngineArgs {
     /// Longest value accepted, in bytes.
     #[arg(long, default_value_t = Limits::default().max_value_bytes)]
     max_value_bytes: usize,
+    /// Size of each value-log segment of a new data directory, in bytes (a
+    /// multiple of 4096 that holds the largest record): space is reclaimed
+    /// a segment at a time.
+    #[arg(long, default_value_t = storage_node::config::DEFAULT_SEGMENT_BYTES)]
+    segment_bytes: u64,
+    /// How often garbage collection looks for a segment to collect, in
+    /// milliseconds (0: never on its own).
+    #[arg(long, default_value_t = GcConfig::default().interval_ms)]
+    gc_interval_ms: u64,
+    /// Garbage collection frees a segment once this share of its record
+    /// bytes, in percent, is dead.
+    #[arg(long, default_value_t = GcConfig::default().min_dead_percent,
+          value_parser = clap::value_parser!(u8).range(0..=100))]
+    gc_min_dead_percent: u8,
+    /// Garbage collection copies live records at most this fast, in bytes
+    /// per second (0: no limit).
+    #[arg(long, default_value_t = GcConfig::default().copy_bytes_per_s)]
+    gc_copy_bytes_per_s: u64,
 }
 
 impl EngineArgs {
@@ -104,6 +122,12 @@ impl EngineArgs {
         config.partitions = self.partitions;
         config.durability = self.durability;
         config.io_engine = self.io_engine;
+        config.segment_bytes = self.segment_bytes;
+        config.gc = GcConfig {
+            interval_ms: self.gc_interval_ms,
+            min_dead_percent: self.gc_min_dead_percent,
+            copy_bytes_per_s: self.gc_copy_bytes_per_s,
+        };
         config.limits = Limits {
             max_key_bytes: self.max_key_bytes,
             max_value_bytes: self.max_value_bytes,

@@ -1,0 +1,457 @@
+//! The node's key directory: for every key, where its newest version is,
+//! and for every value-log segment, how many of its bytes are live and
+//! dead.
+//!
+//! Every key-log entry a partition commits is applied here, under that
+//! partition's lock and in its key-log order; on open the directory is
+//! rebuilt by applying every partition's key log. A key may be written
+//! through any partition, so entries of one key reach the directory from
+//! several partitions in any interleaving: every decision goes by sequence
+//! number, never by arrival, and the same entries give the same directory
+//! in any order.
+//!
+//! - A put supersedes the key's older version (its record turns dead) or,
+//!   if a newer version or a delete is already here, is dead itself.
+//! - A delete or an expire leaves a marker that the versions up to a
+//!   sequence number are gone, so that an older put applied later is dead.
+//! - A clear turns every version with a lower sequence number dead.
+//! - A relocation (a put with the sequence number of the version it moves,
+//!   in the same partition, further on in its value log) replaces the
+//!   version at the older offset; the copy left behind is dead.
+
+use std::collections::{BTreeMap, HashMap};
+
+use parking_lot::Mutex;
+use splitkv_common::record::{EntryKind, KeyEntry};
+
+/// Shards of the key map (a power of two), so that partitions writing at
+/// once rarely wait for one another.
+const SHARDS: usize = 64;
+
+/// Where the newest version of a key is, or that its versions are gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Version {
+    /// The newest version is a record in a value log.
+    Live(Place),
+    /// Every version with a sequence number up to `through` is gone
+    /// (deleted or expired), and no newer one is known.
+    Gone {
+        /// The highest sequence number that is gone.
+        through: u64,
+    },
+}
+
+/// A version's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Place {
+    /// Sequence number of the version.
+    pub(crate) seq: u64,
+    /// Partition whose value log holds the record.
+    pub(crate) partition: u32,
+    /// The record's value-log offset.
+    pub(crate) offset: u64,
+    /// The record's length in bytes (header, key and value).
+    pub(crate) record_len: u32,
+    /// When the version expires (Unix milliseconds; 0: never).
+    pub(crate) expire_at_ms: u64,
+}
+
+/// Bytes of one segment's records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SegmentUsage {
+    /// Bytes of records written into the segment (padding excluded).
+    pub(crate) written_bytes: u64,
+    /// Bytes of those records superseded since.
+    pub(crate) dead_bytes: u64,
+}
+
+impl SegmentUsage {
+    /// Bytes of records still current.
+    pub(crate) fn live_bytes(&self) -> u64 {
+        self.written_bytes - self.dead_bytes
+    }
+}
+
+/// A partition's value-log bytes, summed over its segments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PartitionUsage {
+    /// Bytes of records still current.
+    pub(crate) live_bytes: u64,
+    /// Bytes of records superseded.
+    pub(crate) dead_bytes: u64,
+}
+
+/// The node's key directory (see the module documentation).
+pub(crate) struct KeyDirectory {
+    segment_bytes: u64,
+    shards: Box<[Mutex<HashMap<Box<[u8]>, Version>>]>,
+    /// Per partition: segment id → usage.
+    usage: Box<[Mutex<BTreeMap<u64, SegmentUsage>>]>,
+    /// Every version with a lower sequence number was cleared.
+    cleared_below: Mutex<u64>,
+}
+
+impl KeyDirectory {
+    /// An empty directory for `partitions` partitions whose value logs are
+    /// cut into segments of `segment_bytes`.
+    pub(crate) fn new(partitions: usize, segment_bytes: u64) -> Self {
+        Self {
+            segment_bytes,
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            usage: (0..partitions)
+                .map(|_| Mutex::new(BTreeMap::new()))
+                .collect(),
+            cleared_below: Mutex::new(0),
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Box<[u8]>, Version>> {
+        &self.shards[crc32c::crc32c(key) as usize & (SHARDS - 1)]
+    }
+
+    /// The newest version of `key` known here.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Version> {
+        self.shard(key).lock().get(key).copied()
+    }
+
+    /// Applies one committed key-log entry of `partition`.
+    pub(crate) fn apply(&self, partition: usize, entry: &KeyEntry<'_>) {
+        match entry.kind {
+            EntryKind::Put => self.apply_put(Place {
+                seq: entry.seq,
+                partition: partition as u32,
+                offset: entry.value_offset,
+                record_len: entry.record_len() as u32,
+                expire_at_ms: entry.expire_at_ms,
+            }, entry.key),
+            EntryKind::Delete => self.apply_gone(entry.key, entry.seq),
+            EntryKind::Expire { version_seq } => self.apply_gone(entry.key, version_seq),
+            EntryKind::Clear => self.apply_clear(entry.seq),
+        }
+    }
+
+    fn apply_put(&self, place: Place, key: &[u8]) {
+        self.add_written(&place);
+        if place.seq < *self.cleared_below.lock() {
+            self.add_dead(&place);
+            return;
+        }
+        let mut shard = self.shard(key).lock();
+        let Some(current) = shard.get_mut(key) else {
+            shard.insert(key.into(), Version::Live(place));
+            return;
+        };
+        let superseded = match *current {
+            Version::Gone { through } if place.seq <= through => Some(place),
+            Version::Gone { .. } => {
+                *current = Version::Live(place);
+                None
+            }
+            Version::Live(old) if supersedes(&place, &old) => {
+                *current = Version::Live(place);
+                Some(old)
+            }
+            Version::Live(_) => Some(place),
+        };
+        drop(shard);
+        if let Some(dead) = superseded {
+            self.add_dead(&dead);
+        }
+    }
+
+    fn apply_gone(&self, key: &[u8], through: u64) {
+        if through < *self.cleared_below.lock() {
+            // Everything it could remove was cleared already.
+            return;
+        }
+        let mut shard = self.shard(key).lock();
+        let superseded = match shard.get_mut(key) {
+            None => {
+                shard.insert(key.into(), Version::Gone { through });
+                None
+            }
+            Some(current) => match *current {
+                Version::Live(old) if old.seq <= through => {
+                    *current = Version::Gone { through };
+                    Some(old)
+                }
+                Version::Live(_) => None,
+                Version::Gone { through: had } => {
+                    *current = Version::Gone {
+                        through: had.max(through),
+                    };
+                    None
+                }
+            },
+        };
+        drop(shard);
+        if let Some(dead) = superseded {
+            self.add_dead(&dead);
+        }
+    }
+
+    fn apply_clear(&self, seq: u64) {
+        let mut cleared_below = self.cleared_below.lock();
+        *cleared_below = (*cleared_below).max(seq);
+        let below = *cleared_below;
+        for shard in self.shards.iter() {
+            let mut dead = Vec::new();
+            shard.lock().retain(|_, version| match *version {
+                Version::Live(place) if place.seq < below => {
+                    dead.push(place);
+                    false
+                }
+                Version::Live(_) => true,
+                Version::Gone { through } => through >= below,
+            });
+            for place in &dead {
+                self.add_dead(place);
+            }
+        }
+    }
+
+    fn segment_of(&self, place: &Place) -> u64 {
+        place.offset / self.segment_bytes
+    }
+
+    fn add_written(&self, place: &Place) {
+        let segment = self.segment_of(place);
+        if let Some(usage) = self.usage.get(place.partition as usize) {
+            usage.lock().entry(segment).or_default().written_bytes += u64::from(place.record_len);
+        }
+    }
+
+    fn add_dead(&self, place: &Place) {
+        let segment = self.segment_of(place);
+        if let Some(usage) = self.usage.get(place.partition as usize) {
+            usage.lock().entry(segment).or_default().dead_bytes += u64::from(place.record_len);
+        }
+    }
+
+    /// The newest versions whose records are in `partition`'s value log
+    /// inside `range`, with their keys, in offset order.
+    pub(crate) fn live_in(&self, partition: usize, range: std::ops::Range<u64>) -> Vec<(Box<[u8]>, Place)> {
+        let mut live = Vec::new();
+        for shard in self.shards.iter() {
+            for (key, version) in shard.lock().iter() {
+                if let Version::Live(place) = *version
+                    && place.partition as usize == partition
+                    && range.contains(&place.offset)
+                {
+                    live.push((key.clone(), place));
+                }
+            }
+        }
+        live.sort_unstable_by_key(|(_, place)| place.offset);
+        live
+    }
+
+    /// The usage of every segment of `partition` that holds records, by id.
+    pub(crate) fn segment_usage(&self, partition: usize) -> BTreeMap<u64, SegmentUsage> {
+        self.usage
+            .get(partition)
+            .map(|usage| usage.lock().clone())
+            .unwrap_or_default()
+    }
+
+    /// The live and dead bytes of `partition`'s value log.
+    pub(crate) fn partition_usage(&self, partition: usize) -> PartitionUsage {
+        let Some(usage) = self.usage.get(partition) else {
+            return PartitionUsage::default();
+        };
+        usage
+            .lock()
+            .values()
+            .fold(PartitionUsage::default(), |sum, segment| PartitionUsage {
+                live_bytes: sum.live_bytes + segment.live_bytes(),
+                dead_bytes: sum.dead_bytes + segment.dead_bytes,
+            })
+    }
+
+    /// Forgets the usage of segment `id` of `partition` (freed).
+    pub(crate) fn forget_segment(&self, partition: usize, id: u64) {
+        if let Some(usage) = self.usage.get(partition) {
+            usage.lock().remove(&id);
+        }
+    }
+}
+
+/// Whether `new` replaces `old` as a key's newest version: a higher
+/// sequence number, or the same version relocated further on in the same
+/// partition's value log.
+fn supersedes(new: &Place, old: &Place) -> bool {
+    new.seq > old.seq
+        || (new.seq == old.seq && new.partition == old.partition && new.offset > old.offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SEGMENT: u64 = 1000;
+
+    fn put(seq: u64, offset: u64, key: &[u8]) -> KeyEntry<'_> {
+        KeyEntry {
+            kind: EntryKind::Put,
+            seq,
+            value_offset: offset,
+            value_len: 10,
+            expire_at_ms: 0,
+            key,
+        }
+    }
+
+    fn keyless(kind: EntryKind, seq: u64, key: &[u8]) -> KeyEntry<'_> {
+        KeyEntry {
+            kind,
+            seq,
+            value_offset: 0,
+            value_len: 0,
+            expire_at_ms: 0,
+            key,
+        }
+    }
+
+    fn record_len() -> u64 {
+        put(1, 0, b"k").record_len() as u64
+    }
+
+    fn totals(dir: &KeyDirectory, partitions: usize) -> (u64, u64) {
+        (0..partitions)
+            .map(|p| dir.partition_usage(p))
+            .fold((0, 0), |(l, d), u| (l + u.live_bytes, d + u.dead_bytes))
+    }
+
+    #[test]
+    fn an_overwrite_turns_the_old_record_dead_in_its_own_segment() {
+        let dir = KeyDirectory::new(2, SEGMENT);
+        dir.apply(0, &put(1, 10, b"k"));
+        dir.apply(1, &put(2, 2500, b"k"));
+        let len = record_len();
+        assert_eq!(dir.segment_usage(0)[&0], SegmentUsage { written_bytes: len, dead_bytes: len });
+        assert_eq!(dir.segment_usage(1)[&2], SegmentUsage { written_bytes: len, dead_bytes: 0 });
+        assert!(matches!(dir.get(b"k"), Some(Version::Live(p)) if p.seq == 2 && p.partition == 1));
+    }
+
+    #[test]
+    fn an_older_put_applied_after_a_delete_is_dead_at_once() {
+        let dir = KeyDirectory::new(2, SEGMENT);
+        dir.apply(1, &keyless(EntryKind::Delete, 5, b"k"));
+        dir.apply(0, &put(3, 10, b"k"));
+        assert_eq!(dir.get(b"k"), Some(Version::Gone { through: 5 }));
+        assert_eq!(totals(&dir, 2), (0, record_len()));
+        dir.apply(0, &put(6, 40, b"k"));
+        assert!(matches!(dir.get(b"k"), Some(Version::Live(p)) if p.seq == 6));
+    }
+
+    #[test]
+    fn an_expire_removes_only_the_version_it_names() {
+        let dir = KeyDirectory::new(1, SEGMENT);
+        dir.apply(0, &put(1, 0, b"k"));
+        dir.apply(0, &put(2, 100, b"k"));
+        dir.apply(0, &keyless(EntryKind::Expire { version_seq: 1 }, 3, b"k"));
+        assert!(matches!(dir.get(b"k"), Some(Version::Live(p)) if p.seq == 2));
+        dir.apply(0, &keyless(EntryKind::Expire { version_seq: 2 }, 4, b"k"));
+        assert_eq!(dir.get(b"k"), Some(Version::Gone { through: 2 }));
+        assert_eq!(totals(&dir, 1), (0, 2 * record_len()));
+    }
+
+    #[test]
+    fn a_clear_kills_every_older_version_whenever_they_are_applied() {
+        let dir = KeyDirectory::new(2, SEGMENT);
+        dir.apply(0, &put(1, 0, b"a"));
+        dir.apply(1, &keyless(EntryKind::Clear, 3, b""));
+        dir.apply(0, &put(2, 100, b"b"));
+        dir.apply(0, &put(4, 200, b"c"));
+        assert_eq!(dir.get(b"a"), None);
+        assert_eq!(dir.get(b"b"), None);
+        assert!(dir.get(b"c").is_some());
+        assert_eq!(totals(&dir, 2), (record_len(), 2 * record_len()));
+    }
+
+    #[test]
+    fn a_relocation_replaces_the_version_at_the_older_offset_in_any_order() {
+        for reversed in [false, true] {
+            let dir = KeyDirectory::new(1, SEGMENT);
+            let mut entries = vec![put(7, 100, b"k"), put(7, 5000, b"k")];
+            if reversed {
+                entries.reverse();
+            }
+            for entry in &entries {
+                dir.apply(0, entry);
+            }
+            assert!(matches!(dir.get(b"k"), Some(Version::Live(p)) if p.offset == 5000));
+            let usage = dir.segment_usage(0);
+            assert_eq!(usage[&0].dead_bytes, record_len(), "the old copy is dead");
+            assert_eq!(usage[&5].live_bytes(), record_len());
+        }
+    }
+
+    proptest! {
+        /// Any interleaving of the partitions' entries gives the same
+        /// directory and the same usage, and live bytes are the bytes of
+        /// the newest live versions.
+        #[test]
+        fn the_order_of_partitions_does_not_matter(
+            ops in proptest::collection::vec((0u8..4, 0u8..6, 0u8..3), 1..60),
+            seed in any::<u64>(),
+        ) {
+            let keys: Vec<Vec<u8>> = (0..6u8).map(|k| vec![b'k', k]).collect();
+            // (partition, entry) in sequence order: kind 1 is a delete, kind 2
+            // now and then a clear, anything else a put.
+            let mut offsets = [0u64; 4];
+            let mut entries = Vec::new();
+            for (seq, &(partition, key, kind)) in ops.iter().enumerate() {
+                let seq = seq as u64 + 1;
+                let key = &keys[key as usize][..];
+                let entry = match kind {
+                    1 => keyless(EntryKind::Delete, seq, key),
+                    2 if seq % 5 == 0 => keyless(EntryKind::Clear, seq, b""),
+                    _ => {
+                        let offset = offsets[partition as usize];
+                        offsets[partition as usize] += 300;
+                        put(seq, offset, key)
+                    }
+                };
+                entries.push((partition as usize, entry));
+            }
+            let in_order = KeyDirectory::new(4, SEGMENT);
+            for (p, e) in &entries {
+                in_order.apply(*p, e);
+            }
+            // Another interleaving that keeps each partition's own order.
+            let mut queues: Vec<Vec<_>> = vec![Vec::new(); 4];
+            for (p, e) in &entries {
+                queues[*p].push(*e);
+            }
+            let shuffled = KeyDirectory::new(4, SEGMENT);
+            let mut state = seed | 1;
+            let mut heads = [0usize; 4];
+            while heads.iter().zip(&queues).any(|(h, q)| *h < q.len()) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let p = (state % 4) as usize;
+                if heads[p] < queues[p].len() {
+                    shuffled.apply(p, &queues[p][heads[p]]);
+                    heads[p] += 1;
+                }
+            }
+            for key in &keys {
+                let a = in_order.get(key);
+                let b = shuffled.get(key);
+                let live = |v: Option<Version>| match v { Some(Version::Live(p)) => Some(p), _ => None };
+                prop_assert_eq!(live(a), live(b), "key {:?}", key);
+            }
+            for p in 0..4 {
+                prop_assert_eq!(in_order.segment_usage(p), shuffled.segment_usage(p));
+            }
+            let live_total: u64 = keys.iter().filter_map(|k| match in_order.get(k) {
+                Some(Version::Live(p)) => Some(u64::from(p.record_len)),
+                _ => None,
+            }).sum();
+            prop_assert_eq!(totals(&in_order, 4).0, live_total);
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! Garbage collection across the node: which segment to collect and how
+//! long to pause to keep to a copy rate (plain functions), the passes that
+//! collect every partition's eligible segments, and the thread that runs a
+//! pass every interval. Copying a segment is the partition's
+//! (`partition::gc`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::directory::SegmentUsage;
+use crate::error::Result;
+use crate::partition::Partition;
+
+/// What a garbage-collection pass did, summed over the partitions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Segments freed.
+    pub segments_freed: u64,
+    /// Live records copied to the head of their logs.
+    pub relocated_records: u64,
+    /// Bytes of those records.
+    pub relocated_bytes: u64,
+    /// Disk bytes the freed segment files held.
+    pub freed_bytes: u64,
+}
+
+/// Runs garbage collection for one engine: passes on request and, unless
+/// turned off, on its own thread every interval. One pass at a time.
+pub(crate) struct Collector {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Shared {
+    partitions: Vec<Arc<Partition>>,
+    config: GcConfig,
+    /// Held for the length of a pass.
+    pass: Mutex<()>,
+    stopping: Mutex<bool>,
+    wake: Condvar,
+    /// Why the GC thread stopped, if it failed.
+    failure: Mutex<Option<String>>,
+}
+
+impl Collector {
+    /// A collector of `partitions`, with its thread started unless
+    /// `config.interval_ms` is 0.
+    pub(crate) fn start(partitions: Vec<Arc<Partition>>, config: GcConfig) -> Result<Self> {
+        let shared = Arc::new(Shared {
+            partitions,
+            config,
+            pass: Mutex::new(()),
+            stopping: Mutex::new(false),
+            wake: Condvar::new(),
+            failure: Mutex::new(None),
+        });
+        let mut thread = None;
+        if config.interval_ms > 0 {
+            let worker = Arc::clone(&shared);
+            thread = Some(
+                std::thread::Builder::new()
+                    .name("gc".into())
+                    .spawn(move || worker.run())
+                    .map_err(|e| crate::StorageError::io("starting the GC thread", e))?,
+            );
+        }
+        Ok(Self {
+            shared,
+            thread: Mutex::new(thread),
+        })
+    }
+
+    /// Collects every segment with at least `min_dead_percent` of its
+    /// record bytes dead, now, on the caller's thread (paced as configured).
+    pub(crate) fn collect(&self, min_dead_percent: u8) -> Result<GcReport> {
+        self.shared.pass(min_dead_percent)
+    }
+
+    /// Why the GC thread stopped, if a pass failed.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.shared.failure.lock().clone()
+    }
+
+    /// Stops the thread, ending a pass under way between two batches.
+    pub(crate) fn stop(&self) {
+        *self.shared.stopping.lock() = true;
+        self.shared.wake.notify_all();
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Shared {
+    fn run(&self) {
+        let interval = Duration::from_millis(self.config.interval_ms);
+        loop {
+            {
+                let mut stopping = self.stopping.lock();
+                if !*stopping {
+                    self.wake.wait_for(&mut stopping, interval);
+                }
+                if *stopping {
+                    return;
+                }
+            }
+            match self.pass(self.config.min_dead_percent) {
+                Ok(report) if report.segments_freed > 0 => tracing::info!(
+                    segments = report.segments_freed,
+                    relocated_records = report.relocated_records,
+                    relocated_bytes = report.relocated_bytes,
+                    freed_bytes = report.freed_bytes,
+                    "garbage collection freed segments"
+                ),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!("garbage collection stopped: {e}");
+                    *self.failure.lock() = Some(e.to_string());
+                    return;
+                }
+            }
+        }
+    }
+
+    fn pass(&self, min_dead_percent: u8) -> Result<GcReport> {
+        let _pass = self.pass.lock();
+        let mut report = GcReport::default();
+        let started = Instant::now();
+        let mut copied = 0u64;
+        let mut pace = |bytes: u64| {
+            copied += bytes;
+            let pause = pause_for_rate(copied, started.elapsed(), self.config.copy_bytes_per_s);
+            let mut stopping = self.stopping.lock();
+            if !pause.is_zero() && !*stopping {
+                self.wake.wait_for(&mut stopping, pause);
+            }
+            !*stopping
+        };
+        for partition in &self.partitions {
+            if !partition.is_writable() {
+                continue;
+            }
+            // Each segment once per pass: one that cannot be freed yet is
+            // tried again next pass.
+            let mut tried = Vec::new();
+            while let Some(id) = partition.gc_candidate(min_dead_percent, &tried) {
+                tried.push(id);
+                if let Some(collected) = partition.collect_segment(id, &mut pace)? {
+                    report.segments_freed += 1;
+                    report.relocated_records += collected.relocated_records;
+                    report.relocated_bytes += collected.relocated_bytes;
+                    report.freed_bytes += collected.freed_bytes;
+                }
+                if *self.stopping.lock() {
+                    return Ok(report);
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// Garbage-collection settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcConfig {
+    /// How often the GC thread looks for a segment to collect, in
+    /// milliseconds; 0 turns the thread off (collection then runs only when
+    /// asked, [`crate::StorageEngine::collect_garbage`]).
+    pub interval_ms: u64,
+    /// A segment is collected once at least this share of its record
+    /// bytes, in percent, is dead.
+    pub min_dead_percent: u8,
+    /// The GC copies live records at most this fast, in bytes per second
+    /// per node, so that foreground writes keep most of the disk.
+    pub copy_bytes_per_s: u64,
+}
+
+impl Default for GcConfig {
+    /// Every second, segments half dead, 64 MiB/s.
+    fn default() -> Self {
+        Self {
+            interval_ms: 1000,
+            min_dead_percent: 50,
+            copy_bytes_per_s: 64 << 20,
+        }
+    }
+}
+
+/// The segment to collect: of the segments in `files` below `head` (the
+/// segment being written), the one with the most dead bytes among those
+/// with at least `min_dead_percent` of their record bytes dead (a segment
+/// with no record bytes at all counts as wholly dead). Ties go to the
+/// oldest.
+pub(crate) fn choose_segment(
+    usage: &BTreeMap<u64, SegmentUsage>,
+    files: &[u64],
+    head: u64,
+    min_dead_percent: u8,
+) -> Option<u64> {
+    let mut best: Option<(u64, u64)> = None;
+    for &id in files.iter().filter(|&&id| id < head) {
+        let segment = usage.get(&id).copied().unwrap_or_default();
+        let eligible = segment.dead_bytes * 100
+            >= u64::from(min_dead_percent) * segment.written_bytes;
+        if !eligible {
+            continue;
+        }
+        if best.is_none_or(|(_, dead)| segment.dead_bytes > dead) {
+            best = Some((id, segment.dead_bytes));
+        }
+    }
+    best.map(|(id, _)| id)
+}
+
+/// How long to pause after copying `copied_bytes` in `elapsed` so as not
+/// to exceed `bytes_per_s` (0: no limit).
+pub(crate) fn pause_for_rate(copied_bytes: u64, elapsed: Duration, bytes_per_s: u64) -> Duration {
+    if bytes_per_s == 0 {
+        return Duration::ZERO;
+    }
+    let due = Duration::from_secs_f64(copied_bytes as f64 / bytes_per_s as f64);
+    due.saturating_sub(elapsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(entries: &[(u64, u64, u64)]) -> BTreeMap<u64, SegmentUsage> {
+        entries
+            .iter()
+            .map(|&(id, written_bytes, dead_bytes)| {
+                (
+                    id,
+                    SegmentUsage {
+                        written_bytes,
+                        dead_bytes,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_deadest_eligible_segment_below_the_head_is_chosen() {
+        let u = usage(&[(0, 100, 40), (1, 100, 60), (2, 100, 90), (3, 100, 100)]);
+        assert_eq!(choose_segment(&u, &[0, 1, 2, 3], 3, 50), Some(2), "3 is the head");
+        assert_eq!(choose_segment(&u, &[0, 1, 3], 3, 50), Some(1), "2 has no file");
+        assert_eq!(choose_segment(&u, &[0, 1, 2, 3], 3, 95), None);
+        assert_eq!(choose_segment(&u, &[0, 1, 2, 3], 3, 0), Some(2));
+    }
+
+    #[test]
+    fn a_segment_without_records_is_wholly_dead_and_ties_go_to_the_oldest() {
+        let u = usage(&[(1, 100, 50), (2, 100, 50)]);
+        assert_eq!(choose_segment(&u, &[0, 3], 5, 50), Some(0));
+        assert_eq!(choose_segment(&u, &[1, 2], 5, 50), Some(1));
+        assert_eq!(choose_segment(&u, &[1, 2], 1, 50), None);
+    }
+
+    #[test]
+    fn the_pause_keeps_the_copy_rate() {
+        let mib = 1 << 20;
+        assert_eq!(
+            pause_for_rate(64 * mib, Duration::from_millis(250), 64 * mib),
+            Duration::from_millis(750)
+        );
+        assert_eq!(
+            pause_for_rate(mib, Duration::from_secs(1), 64 * mib),
+            Duration::ZERO
+        );
+        assert_eq!(pause_for_rate(mib, Duration::ZERO, 0), Duration::ZERO);
+    }
+}

@@ -1,0 +1,193 @@
+//! Garbage collection of one value-log segment: its live records are
+//! copied to the head of the log through the partition's own write path,
+//! each logged as a relocation (a put entry with the version's own
+//! sequence number), and the segment is freed once the copies are durable.
+//!
+//! A record is copied only while the key directory names it as its key's
+//! newest version; a write of the key that commits between that look and
+//! the copy's commit makes the copy dead at once (the directory decides by
+//! sequence number), so a copy never brings an old version back. Readers
+//! that were reading the segment finish (they hold its open file); later
+//! reads there answer `moved`.
+
+use splitkv_common::message::WriteAck;
+use splitkv_common::record::{self, RecordError};
+
+use super::Partition;
+use super::writer::WriteOp;
+use crate::directory::Place;
+use crate::error::{Result, StorageError};
+use crate::partition::MAX_RANGE_BYTES;
+
+/// Record bytes copied per relocation batch.
+const BATCH_RECORD_BYTES: usize = 256 << 10;
+
+/// What collecting a segment did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Collected {
+    /// Records copied to the head of the log.
+    pub(crate) relocated_records: u64,
+    /// Bytes of those records.
+    pub(crate) relocated_bytes: u64,
+    /// Disk bytes the freed segment file held.
+    pub(crate) freed_bytes: u64,
+}
+
+impl Partition {
+    /// The segment garbage collection should collect next, if one has at
+    /// least `min_dead_percent` of its record bytes dead (see
+    /// [`crate::gc::choose_segment`]).
+    /// Segments in `skip` are not considered.
+    pub(crate) fn gc_candidate(&self, min_dead_percent: u8, skip: &[u64]) -> Option<u64> {
+        let head = self.vlog.segment_of(self.state.lock().tail());
+        let usage = self.node.directory.segment_usage(self.id);
+        let mut files = self.vlog.segment_ids();
+        files.retain(|id| !skip.contains(id));
+        crate::gc::choose_segment(&usage, &files, head, min_dead_percent)
+    }
+
+    /// Whether the node takes writes (garbage collection writes too).
+    pub(crate) fn is_writable(&self) -> bool {
+        self.node.check_writable().is_ok()
+    }
+
+    /// Collects segment `id`: copies its live records and frees it.
+    /// `pace` is called with the bytes of each batch copied and may pause;
+    /// it returns false to stop (the segment is then kept). Returns `None`
+    /// if the segment cannot be collected now (it is the one being written,
+    /// a write buffer still holds part of it, or collection stopped).
+    pub(crate) fn collect_segment(
+        &self,
+        id: u64,
+        pace: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<Option<Collected>> {
+        let start = id * self.vlog.segment_bytes();
+        let range = start..start + self.vlog.segment_bytes();
+        if self.vlog.is_freed(id) || self.vlog.segment_of(self.state.lock().tail()) <= id {
+            return Ok(None);
+        }
+        let mut collected = Collected::default();
+        let live = self.node.directory.live_in(self.id, range.clone());
+        let mut at = 0;
+        while at < live.len() {
+            // One range read covers the records of up to 16 MiB.
+            let span_start = live[at].1.offset;
+            let mut span_end = at;
+            while span_end < live.len() {
+                let place = &live[span_end].1;
+                let end = place.offset + u64::from(place.record_len);
+                if end - span_start > MAX_RANGE_BYTES as u64 {
+                    break;
+                }
+                span_end += 1;
+            }
+            let last = &live[span_end - 1].1;
+            let span_len = (last.offset + u64::from(last.record_len) - span_start) as usize;
+            let read = self.read_range(span_start, span_len)?;
+            let bytes = read.bytes();
+            if bytes.len() < span_len {
+                return Err(StorageError::corrupt(
+                    self.id,
+                    span_start + bytes.len() as u64,
+                    RecordError::Truncated {
+                        needed: span_len,
+                        available: bytes.len(),
+                    },
+                ));
+            }
+            let mut batch: Vec<WriteOp<'_>> = Vec::new();
+            let mut batch_bytes = 0usize;
+            let mut frame_bytes = record::FRAME_HEADER_BYTES;
+            for (key, place) in &live[at..span_end] {
+                let within = (place.offset - span_start) as usize;
+                let bytes = &bytes[within..within + place.record_len as usize];
+                let op = relocation(self.id, key, place, bytes)?;
+                let entry_bytes = record::entry_len(key.len(), place.expire_at_ms);
+                let frame_full = record::frame_len(frame_bytes + entry_bytes)
+                    > self.node.keylog_chunk_bytes / 2;
+                if !batch.is_empty() && (batch_bytes >= BATCH_RECORD_BYTES || frame_full) {
+                    if !self.relocate(&batch, pace, batch_bytes)? {
+                        return Ok(None);
+                    }
+                    collected.relocated_records += batch.len() as u64;
+                    collected.relocated_bytes += batch_bytes as u64;
+                    batch.clear();
+                    batch_bytes = 0;
+                    frame_bytes = record::FRAME_HEADER_BYTES;
+                }
+                batch.push(op);
+                batch_bytes += bytes.len();
+                frame_bytes += entry_bytes;
+            }
+            if !batch.is_empty() {
+                if !self.relocate(&batch, pace, batch_bytes)? {
+                    return Ok(None);
+                }
+                collected.relocated_records += batch.len() as u64;
+                collected.relocated_bytes += batch_bytes as u64;
+            }
+            at = span_end;
+        }
+        // The copies and their entries durable first, in either durability
+        // mode: only then may the originals go.
+        self.sync()?;
+        {
+            let st = self.state.lock();
+            let mut unflushed = st.slots.iter().filter_map(|slot| slot.unflushed());
+            if unflushed.any(|held| held.start < range.end && held.end > range.start) {
+                return Ok(None);
+            }
+        }
+        if !self.node.directory.live_in(self.id, range).is_empty() {
+            return Ok(None);
+        }
+        collected.freed_bytes = self.vlog.file_bytes(id);
+        self.vlog.free(id).map_err(|e| {
+            StorageError::io(
+                format!("freeing value-log segment {id} of partition {}", self.id),
+                e,
+            )
+        })?;
+        self.node.directory.forget_segment(self.id, id);
+        self.counters.gc_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.counters
+            .reclaimed_bytes
+            .fetch_add(collected.freed_bytes, std::sync::atomic::Ordering::Relaxed);
+        Ok(Some(collected))
+    }
+
+    /// Writes one batch of relocations, then paces.
+    fn relocate(
+        &self,
+        batch: &[WriteOp<'_>],
+        pace: &mut dyn FnMut(u64) -> bool,
+        bytes: usize,
+    ) -> Result<bool> {
+        let mut acks = vec![WriteAck::default(); batch.len()];
+        self.write(batch, None, &mut acks)?;
+        Ok(pace(bytes as u64))
+    }
+}
+
+/// The relocation of the record `bytes` that the directory places at
+/// `place` for `key`, after checking that the bytes are that record.
+fn relocation<'a>(
+    partition: usize,
+    key: &'a [u8],
+    place: &Place,
+    bytes: &'a [u8],
+) -> Result<WriteOp<'a>> {
+    let corrupt = |source| StorageError::corrupt(partition, place.offset, source);
+    let decoded = record::decode_value_record(bytes).map_err(corrupt)?;
+    if decoded.key != key || decoded.seq != place.seq {
+        return Err(corrupt(RecordError::Malformed(
+            "the record is not the version the key directory names",
+        )));
+    }
+    Ok(WriteOp::Relocate {
+        key,
+        value: decoded.value,
+        seq: place.seq,
+        expire_at_ms: place.expire_at_ms,
+    })
+}

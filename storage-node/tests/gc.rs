@@ -1,0 +1,250 @@
+//! Garbage collection on real files: overwrites and deletes, collection,
+//! reopening, and reads of what collection freed.
+
+mod support;
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use storage_node::{GcConfig, StorageConfig, StorageEngine, StorageError, WireError};
+use support::{build_index, get, value_for};
+
+const SEGMENT_BYTES: u64 = 256 << 10;
+
+/// Small buffers and segments, no GC thread, no pacing: collection runs
+/// only when a test asks.
+fn config(dir: &Path) -> StorageConfig {
+    let mut config = StorageConfig::new(dir);
+    config.partitions = 2;
+    config.buffer_bytes = 64 << 10;
+    config.keylog_chunk_bytes = 64 << 10;
+    config.segment_bytes = SEGMENT_BYTES;
+    config.limits.max_value_bytes = 128 << 10;
+    config.gc = GcConfig {
+        interval_ms: 0,
+        min_dead_percent: 50,
+        copy_bytes_per_s: 0,
+    };
+    config
+}
+
+/// Disk bytes the value logs' segment files take.
+fn segment_disk_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    for partition in std::fs::read_dir(dir).expect("data dir") {
+        let partition = partition.expect("entry").path();
+        if !partition.is_dir() {
+            continue;
+        }
+        for file in std::fs::read_dir(&partition).expect("partition dir") {
+            let file = file.expect("entry");
+            let name = file.file_name();
+            if name.to_string_lossy().ends_with(".seg") {
+                total += file.metadata().expect("metadata").blocks() * 512;
+            }
+        }
+    }
+    total
+}
+
+/// The value every key should have now, `None` for deleted.
+type Expected = HashMap<Vec<u8>, Option<Vec<u8>>>;
+
+fn check(engine: &StorageEngine, expected: &Expected) {
+    let index = build_index(engine);
+    for (key, value) in expected {
+        assert_eq!(
+            get(engine, &index, key).as_ref(),
+            value.as_ref(),
+            "key {}",
+            String::from_utf8_lossy(key)
+        );
+    }
+}
+
+/// Record bytes of the values in `expected`.
+fn live_bytes(expected: &Expected) -> u64 {
+    expected
+        .iter()
+        .filter_map(|(key, value)| {
+            value
+                .as_ref()
+                .map(|v| splitkv_common::record::value_record_len(key.len(), v.len()) as u64)
+        })
+        .sum()
+}
+
+#[test]
+fn overwrites_and_deletes_survive_collection_and_reopen_and_disk_use_falls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys: Vec<Vec<u8>> = (0..300).map(|i| format!("key-{i:04}").into_bytes()).collect();
+    let mut expected = Expected::new();
+    {
+        let engine = StorageEngine::open(config(dir.path())).expect("open");
+        for round in 0..6u64 {
+            for (i, key) in keys.iter().enumerate() {
+                // Versions of one key go through both partitions.
+                let partition = (i + round as usize) % 2;
+                let value = value_for(key, round, 500 + (i * 37) % 1500);
+                engine.put(partition, key, &value).expect("put");
+                expected.insert(key.clone(), Some(value));
+            }
+        }
+        for (i, key) in keys.iter().enumerate().filter(|(i, _)| i % 7 == 0) {
+            // The delete goes to the other partition than the last put.
+            engine.delete((i + 1) % 2, key).expect("delete");
+            expected.insert(key.clone(), None);
+        }
+        let before_index = build_index(&engine);
+        let stats = engine.stats();
+        let dead: u64 = stats.partitions.iter().map(|p| p.dead_bytes).sum();
+        let live: u64 = stats.partitions.iter().map(|p| p.live_bytes).sum();
+        let live_expected = live_bytes(&expected);
+        assert_eq!(live, live_expected, "live bytes are the newest versions");
+        assert!(dead > 4 * live, "five of six versions are dead: {stats:?}");
+
+        engine.sync().expect("sync");
+        let disk_before = segment_disk_bytes(dir.path());
+        let report = engine.collect_garbage(50).expect("collect");
+        assert!(report.segments_freed >= 4, "{report:?}");
+        let disk_after = segment_disk_bytes(dir.path());
+        assert!(
+            disk_after < disk_before / 2,
+            "disk use fell: {disk_before} -> {disk_after} ({report:?})"
+        );
+        let stats = engine.stats();
+        assert_eq!(
+            stats.partitions.iter().map(|p| p.gc_runs).sum::<u64>(),
+            report.segments_freed
+        );
+        assert_eq!(
+            stats.partitions.iter().map(|p| p.live_bytes).sum::<u64>(),
+            live_expected,
+            "collection moves live bytes, it does not change them"
+        );
+        check(&engine, &expected);
+
+        // A location from before the collection that is in a freed
+        // segment answers `moved`, never other bytes.
+        let freed_offsets = before_index
+            .values()
+            .filter(|l| !l.deleted)
+            .map(|l| (l.partition, l.offset, l.record_len))
+            .collect::<Vec<_>>();
+        let mut moved = 0;
+        for &(partition, offset, len) in &freed_offsets {
+            match engine.read(partition, offset, len) {
+                Ok(_) => {}
+                Err(StorageError::Refused(WireError::Moved { .. })) => moved += 1,
+                Err(e) => panic!("reading a location from before collection: {e}"),
+            }
+        }
+        assert!(moved > 0, "some records moved out of freed segments");
+    }
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen");
+    check(&engine, &expected);
+    let stats = engine.stats();
+    assert_eq!(
+        stats.partitions.iter().map(|p| p.live_bytes).sum::<u64>(),
+        live_bytes(&expected),
+        "the directory rebuilt from the key logs counts the same live bytes"
+    );
+    // Collecting again after the reopen finds the same keys.
+    engine.collect_garbage(0).expect("collect again");
+    check(&engine, &expected);
+    drop(engine);
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen again");
+    check(&engine, &expected);
+}
+
+#[test]
+fn a_deleted_key_stays_deleted_whichever_segment_holds_its_put_or_its_delete() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let filler = |engine: &StorageEngine, partition: usize, round: u64| {
+        // Enough overwrites of one key to fill and kill whole segments.
+        for i in 0..40u64 {
+            let value = value_for(b"filler", round * 100 + i, 16 << 10);
+            engine.put(partition, b"filler", &value).expect("filler");
+        }
+    };
+    let mut expected = Expected::new();
+    {
+        let engine = StorageEngine::open(config(dir.path())).expect("open");
+        // Put in a segment that will be collected, delete through the
+        // other partition.
+        engine.put(0, b"put-collected", b"old").expect("put");
+        engine.delete(1, b"put-collected").expect("delete");
+        expected.insert(b"put-collected".to_vec(), None);
+        // Put, delete, and a new put in a later segment.
+        engine.put(0, b"back-again", b"v1").expect("put");
+        engine.delete(0, b"back-again").expect("delete");
+        filler(&engine, 0, 1);
+        engine.put(0, b"back-again", b"v3").expect("put");
+        expected.insert(b"back-again".to_vec(), Some(b"v3".to_vec()));
+        // Put in partition 1 (not collected yet), delete in partition 0.
+        engine.put(1, b"put-kept", b"old").expect("put");
+        engine.delete(0, b"put-kept").expect("delete");
+        expected.insert(b"put-kept".to_vec(), None);
+        filler(&engine, 0, 2);
+        filler(&engine, 1, 3);
+        engine.put(1, b"filler", b"last").expect("put");
+        expected.insert(b"filler".to_vec(), Some(b"last".to_vec()));
+
+        let report = engine.collect_garbage(50).expect("collect");
+        assert!(report.segments_freed >= 2, "{report:?}");
+        check(&engine, &expected);
+    }
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen");
+    check(&engine, &expected);
+    engine.collect_garbage(0).expect("collect after reopen");
+    drop(engine);
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen again");
+    check(&engine, &expected);
+}
+
+#[test]
+fn range_reads_stop_at_a_freed_segment_and_one_inside_it_answers_moved() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = StorageEngine::open(config(dir.path())).expect("open");
+    // Segment 0 holds a record that stays live, segments 1 and 2 only
+    // overwritten ones.
+    engine.put(0, b"keep", b"kept").expect("put");
+    let mut round = 0;
+    while engine.stats().partitions[0].segments < 4 {
+        engine
+            .put(0, b"churn", &value_for(b"churn", round, 16 << 10))
+            .expect("put");
+        round += 1;
+    }
+    engine.delete(0, b"churn").expect("delete");
+    let report = engine.collect_garbage(90).expect("collect");
+    assert!(report.segments_freed >= 2, "{report:?}");
+    let freed = (0..3u64)
+        .find(|&id| {
+            !dir.path()
+                .join("p000")
+                .join(format!("value-{id:08}.seg"))
+                .exists()
+        })
+        .expect("a freed segment");
+    let inside = engine.read_range(0, 0, (freed * SEGMENT_BYTES) as usize + 4096);
+    if freed == 0 {
+        assert!(matches!(
+            inside,
+            Err(StorageError::Refused(WireError::Moved { .. }))
+        ));
+    } else {
+        let range = inside.expect("range before the freed segment");
+        assert_eq!(range.bytes().len() as u64, freed * SEGMENT_BYTES);
+    }
+    let err = engine
+        .read_range(0, freed * SEGMENT_BYTES + 4096, 4096)
+        .expect_err("inside a freed segment");
+    assert!(
+        matches!(err, StorageError::Refused(WireError::Moved { partition: 0, .. })),
+        "{err}"
+    );
+    let index = build_index(&engine);
+    assert_eq!(get(&engine, &index, b"keep").as_deref(), Some(&b"kept"[..]));
+}
