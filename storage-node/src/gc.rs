@@ -144,10 +144,12 @@ impl Shared {
             if !partition.is_writable() {
                 continue;
             }
-            // Each segment once per pass: one that cannot be freed yet is
-            // tried again next pass.
+            // Each segment once per pass (one that cannot be freed yet is
+            // tried again next pass), and only those written before the
+            // pass: the segments its own copies fill wait for the next.
+            let below = partition.head_segment();
             let mut tried = Vec::new();
-            while let Some(id) = partition.gc_candidate(min_dead_percent, &tried) {
+            while let Some(id) = partition.gc_candidate(min_dead_percent, below, &tried) {
                 tried.push(id);
                 if let Some(collected) = partition.collect_segment(id, &mut pace)? {
                     report.segments_freed += 1;

@@ -37,13 +37,18 @@ impl Partition {
     /// The segment garbage collection should collect next, if one has at
     /// least `min_dead_percent` of its record bytes dead (see
     /// [`crate::gc::choose_segment`]).
-    /// Segments in `skip` are not considered.
-    pub(crate) fn gc_candidate(&self, min_dead_percent: u8, skip: &[u64]) -> Option<u64> {
-        let head = self.vlog.segment_of(self.state.lock().tail());
+    /// Only segments below `below` and not in `skip` are considered.
+    pub(crate) fn gc_candidate(&self, min_dead_percent: u8, below: u64, skip: &[u64]) -> Option<u64> {
+        let head = self.head_segment().min(below);
         let usage = self.node.directory.segment_usage(self.id);
         let mut files = self.vlog.segment_ids();
         files.retain(|id| !skip.contains(id));
         crate::gc::choose_segment(&usage, &files, head, min_dead_percent)
+    }
+
+    /// The segment being written.
+    pub(crate) fn head_segment(&self) -> u64 {
+        self.vlog.segment_of(self.state.lock().tail())
     }
 
     /// Whether the node takes writes (garbage collection writes too).
