@@ -445,7 +445,9 @@ pub enum WireError {
     /// The location is in a value-log segment that garbage collection
     /// freed: the record moved (the key log says where, and so does
     /// [`RequestBody::Locate`]).
-    #[error("partition {partition} offset {offset} was freed by garbage collection: the record moved")]
+    #[error(
+        "partition {partition} offset {offset} was freed by garbage collection: the record moved"
+    )]
     Moved {
         /// Partition.
         partition: u32,

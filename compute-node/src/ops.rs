@@ -318,17 +318,23 @@ impl Inner {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(EngineError::Storage(ClientError::Storage(WireError::Moved {
-            partition: u32::from(location.partition),
-            offset: location.offset,
-        })))
+        Err(EngineError::Storage(ClientError::Storage(
+            WireError::Moved {
+                partition: u32::from(location.partition),
+                offset: location.offset,
+            },
+        )))
     }
 
     /// Where `key`'s version at `location` is now that garbage collection
     /// moved it: the storage node's answer when it names the same version
     /// (the index entry is moved there), else whatever the index holds now
     /// (a newer version acknowledged meanwhile), `None` if that is no value.
-    pub(crate) async fn relocated(&self, key: &[u8], location: &Location) -> Result<Option<Location>> {
+    pub(crate) async fn relocated(
+        &self,
+        key: &[u8],
+        location: &Location,
+    ) -> Result<Option<Location>> {
         let partition = location.partition as usize;
         let located = submit(self, partition, WhenDown::Fail, || {
             self.client.locate(partition, key)

@@ -45,7 +45,11 @@ fn check(engine: &compute_node::Engine, expected: &HashMap<Vec<u8>, Option<Vec<u
     let keys: Vec<&[u8]> = expected.keys().map(|k| &k[..]).collect();
     let values = engine.get_many(&keys).expect("get many");
     for (key, value) in keys.iter().zip(values) {
-        assert_eq!(value.as_deref(), expected[*key].as_deref(), "MGET of {key:?}");
+        assert_eq!(
+            value.as_deref(),
+            expected[*key].as_deref(),
+            "MGET of {key:?}"
+        );
     }
 }
 
@@ -61,7 +65,10 @@ fn reads_find_records_that_garbage_collection_moved_before_and_after_a_rebuild()
 
     let report = node.collect_garbage(50);
     assert!(report.segments_freed >= 1, "{report:?}");
-    assert!(report.relocated_records > 0, "live records moved: {report:?}");
+    assert!(
+        report.relocated_records > 0,
+        "live records moved: {report:?}"
+    );
 
     // The index still names the places from before the collection.
     check(&engine, &expected);

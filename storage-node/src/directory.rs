@@ -81,10 +81,13 @@ pub(crate) struct PartitionUsage {
     pub(crate) dead_bytes: u64,
 }
 
+/// One shard of the key map: key → its newest version.
+type KeyMap = HashMap<Box<[u8]>, Version>;
+
 /// The node's key directory (see the module documentation).
 pub(crate) struct KeyDirectory {
     segment_bytes: u64,
-    shards: Box<[Mutex<HashMap<Box<[u8]>, Version>>]>,
+    shards: Box<[Mutex<KeyMap>]>,
     /// Per partition: segment id → usage.
     usage: Box<[Mutex<BTreeMap<u64, SegmentUsage>>]>,
     /// Every version with a lower sequence number was cleared.
@@ -105,7 +108,7 @@ impl KeyDirectory {
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Box<[u8]>, Version>> {
+    fn shard(&self, key: &[u8]) -> &Mutex<KeyMap> {
         &self.shards[crc32c::crc32c(key) as usize & (SHARDS - 1)]
     }
 
@@ -117,13 +120,16 @@ impl KeyDirectory {
     /// Applies one committed key-log entry of `partition`.
     pub(crate) fn apply(&self, partition: usize, entry: &KeyEntry<'_>) {
         match entry.kind {
-            EntryKind::Put => self.apply_put(Place {
-                seq: entry.seq,
-                partition: partition as u32,
-                offset: entry.value_offset,
-                record_len: entry.record_len() as u32,
-                expire_at_ms: entry.expire_at_ms,
-            }, entry.key),
+            EntryKind::Put => self.apply_put(
+                Place {
+                    seq: entry.seq,
+                    partition: partition as u32,
+                    offset: entry.value_offset,
+                    record_len: entry.record_len() as u32,
+                    expire_at_ms: entry.expire_at_ms,
+                },
+                entry.key,
+            ),
             EntryKind::Delete => self.apply_gone(entry.key, entry.seq),
             EntryKind::Expire { version_seq } => self.apply_gone(entry.key, version_seq),
             EntryKind::Clear => self.apply_clear(entry.seq),
@@ -230,7 +236,11 @@ impl KeyDirectory {
 
     /// The newest versions whose records are in `partition`'s value log
     /// inside `range`, with their keys, in offset order.
-    pub(crate) fn live_in(&self, partition: usize, range: std::ops::Range<u64>) -> Vec<(Box<[u8]>, Place)> {
+    pub(crate) fn live_in(
+        &self,
+        partition: usize,
+        range: std::ops::Range<u64>,
+    ) -> Vec<(Box<[u8]>, Place)> {
         let mut live = Vec::new();
         for shard in self.shards.iter() {
             for (key, version) in shard.lock().iter() {
@@ -329,8 +339,20 @@ mod tests {
         dir.apply(0, &put(1, 10, b"k"));
         dir.apply(1, &put(2, 2500, b"k"));
         let len = record_len();
-        assert_eq!(dir.segment_usage(0)[&0], SegmentUsage { written_bytes: len, dead_bytes: len });
-        assert_eq!(dir.segment_usage(1)[&2], SegmentUsage { written_bytes: len, dead_bytes: 0 });
+        assert_eq!(
+            dir.segment_usage(0)[&0],
+            SegmentUsage {
+                written_bytes: len,
+                dead_bytes: len
+            }
+        );
+        assert_eq!(
+            dir.segment_usage(1)[&2],
+            SegmentUsage {
+                written_bytes: len,
+                dead_bytes: 0
+            }
+        );
         assert!(matches!(dir.get(b"k"), Some(Version::Live(p)) if p.seq == 2 && p.partition == 1));
     }
 
@@ -407,7 +429,7 @@ mod tests {
                 let key = &keys[key as usize][..];
                 let entry = match kind {
                     1 => keyless(EntryKind::Delete, seq, key),
-                    2 if seq % 5 == 0 => keyless(EntryKind::Clear, seq, b""),
+                    2 if seq.is_multiple_of(5) => keyless(EntryKind::Clear, seq, b""),
                     _ => {
                         let offset = offsets[partition as usize];
                         offsets[partition as usize] += 300;

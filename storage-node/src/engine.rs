@@ -11,9 +11,9 @@ use splitkv_common::message::{PartitionReport, RecordAt, VersionAt, WireError, W
 use crate::config::{Durability, Limits, StorageConfig};
 use crate::dir_lock::DirLock;
 use crate::directory::{KeyDirectory, Version};
-use crate::gc::{Collector, GcReport};
 use crate::disk::{Disk, OsDisk};
 use crate::error::{Result, StorageError};
+use crate::gc::{Collector, GcReport};
 use crate::manifest::{EpochFile, Manifest};
 use crate::node_state::{NodeSettings, NodeState};
 use crate::partition::{
@@ -470,7 +470,6 @@ impl Drop for StorageEngine {
         }
     }
 }
-
 
 /// A record never straddles two segments, so the largest one the limits
 /// allow must fit in a segment.

@@ -206,8 +206,8 @@ pub(crate) fn choose_segment(
     let mut best: Option<(u64, u64)> = None;
     for &id in files.iter().filter(|&&id| id < head) {
         let segment = usage.get(&id).copied().unwrap_or_default();
-        let eligible = segment.dead_bytes * 100
-            >= u64::from(min_dead_percent) * segment.written_bytes;
+        let eligible =
+            segment.dead_bytes * 100 >= u64::from(min_dead_percent) * segment.written_bytes;
         if !eligible {
             continue;
         }
@@ -250,8 +250,16 @@ mod tests {
     #[test]
     fn the_deadest_eligible_segment_below_the_head_is_chosen() {
         let u = usage(&[(0, 100, 40), (1, 100, 60), (2, 100, 90), (3, 100, 100)]);
-        assert_eq!(choose_segment(&u, &[0, 1, 2, 3], 3, 50), Some(2), "3 is the head");
-        assert_eq!(choose_segment(&u, &[0, 1, 3], 3, 50), Some(1), "2 has no file");
+        assert_eq!(
+            choose_segment(&u, &[0, 1, 2, 3], 3, 50),
+            Some(2),
+            "3 is the head"
+        );
+        assert_eq!(
+            choose_segment(&u, &[0, 1, 3], 3, 50),
+            Some(1),
+            "2 has no file"
+        );
         assert_eq!(choose_segment(&u, &[0, 1, 2, 3], 3, 95), None);
         assert_eq!(choose_segment(&u, &[0, 1, 2, 3], 3, 0), Some(2));
     }

@@ -17,8 +17,8 @@ pub mod aligned;
 mod buffer;
 pub mod config;
 pub mod crash_journal;
-mod directory;
 pub mod dir_lock;
+mod directory;
 pub mod disk;
 mod engine;
 pub mod error;
@@ -34,8 +34,8 @@ mod uring;
 pub use config::{Durability, Limits, StorageConfig};
 pub use disk::{Disk, DiskFile, FileKind, Mapping, OsDisk};
 pub use engine::{StorageEngine, StorageStats};
-pub use gc::{GcConfig, GcReport};
 pub use error::StorageError;
+pub use gc::{GcConfig, GcReport};
 pub use keylog::ScanSummary;
 pub use partition::{
     ExportProgress, MAX_QUEUED_WRITES_PER_PARTITION, MAX_RANGE_BYTES, OwnedOp, OwnedWrite,

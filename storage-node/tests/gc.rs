@@ -78,7 +78,9 @@ fn live_bytes(expected: &Expected) -> u64 {
 #[test]
 fn overwrites_and_deletes_survive_collection_and_reopen_and_disk_use_falls() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let keys: Vec<Vec<u8>> = (0..300).map(|i| format!("key-{i:04}").into_bytes()).collect();
+    let keys: Vec<Vec<u8>> = (0..300)
+        .map(|i| format!("key-{i:04}").into_bytes())
+        .collect();
     let mut expected = Expected::new();
     {
         let engine = StorageEngine::open(config(dir.path())).expect("open");
@@ -242,7 +244,10 @@ fn range_reads_stop_at_a_freed_segment_and_one_inside_it_answers_moved() {
         .read_range(0, freed * SEGMENT_BYTES + 4096, 4096)
         .expect_err("inside a freed segment");
     assert!(
-        matches!(err, StorageError::Refused(WireError::Moved { partition: 0, .. })),
+        matches!(
+            err,
+            StorageError::Refused(WireError::Moved { partition: 0, .. })
+        ),
         "{err}"
     );
     let index = build_index(&engine);

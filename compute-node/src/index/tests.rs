@@ -506,7 +506,14 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 /// The index's ordering rule: a higher seq wins, and so does a tombstone
 /// at the seq of a live put.
 fn replaces(old: &Location, new: &Location) -> bool {
-    old.seq < new.seq || (old.seq == new.seq && new.is_tombstone() && !old.is_tombstone())
+    let relocated = old.seq == new.seq
+        && !old.is_tombstone()
+        && !new.is_tombstone()
+        && old.partition == new.partition
+        && new.offset > old.offset;
+    old.seq < new.seq
+        || (old.seq == new.seq && new.is_tombstone() && !old.is_tombstone())
+        || relocated
 }
 
 /// The model's answer to `collect_expired` with no limit, sorted.
@@ -877,10 +884,26 @@ fn a_tombstone_at_a_puts_seq_replaces_it_whatever_the_order() {
     assert_eq!(index.get(b"k"), Some(put(6, 20)));
     assert_eq!(index.live_keys(), 1);
     assert!(
-        !index.apply(b"k", put(6, 30)),
-        "a tie between puts keeps the first"
+        !index.apply(b"k", put(6, 10)),
+        "a tie with a put further back in the same value log keeps the entry"
+    );
+    assert!(
+        !index.apply(
+            b"k",
+            Location {
+                partition: 2,
+                ..put(6, 30)
+            }
+        ),
+        "a tie with a put of another partition keeps the entry"
     );
     assert_eq!(index.get(b"k"), Some(put(6, 20)));
+    assert!(
+        index.apply(b"k", put(6, 30)),
+        "the same version further on in the same value log is a relocation and wins"
+    );
+    assert_eq!(index.get(b"k"), Some(put(6, 30)));
+    assert_eq!(index.live_keys(), 1);
 }
 
 #[test]

@@ -36,12 +36,14 @@ struct Running {
 
 impl StorageNode {
     /// Starts a storage node with `partitions` partitions on a free port.
+    #[allow(dead_code, reason = "gc.rs starts its nodes with small segments")]
     pub fn start(partitions: usize) -> Self {
         Self::start_with_value_limit(partitions, splitkv_common::limits::DEFAULT_MAX_VALUE_BYTES)
     }
 
     /// Like [`StorageNode::start`], accepting values of at most
     /// `max_value_bytes`.
+    #[allow(dead_code, reason = "gc.rs starts its nodes with small segments")]
     pub fn start_with_value_limit(partitions: usize, max_value_bytes: usize) -> Self {
         Self::start_with_segments(
             partitions,

@@ -38,7 +38,12 @@ impl Partition {
     /// least `min_dead_percent` of its record bytes dead (see
     /// [`crate::gc::choose_segment`]).
     /// Only segments below `below` and not in `skip` are considered.
-    pub(crate) fn gc_candidate(&self, min_dead_percent: u8, below: u64, skip: &[u64]) -> Option<u64> {
+    pub(crate) fn gc_candidate(
+        &self,
+        min_dead_percent: u8,
+        below: u64,
+        skip: &[u64],
+    ) -> Option<u64> {
         let head = self.head_segment().min(below);
         let usage = self.node.directory.segment_usage(self.id);
         let mut files = self.vlog.segment_ids();
@@ -108,8 +113,8 @@ impl Partition {
                 let bytes = &bytes[within..within + place.record_len as usize];
                 let op = relocation(self.id, key, place, bytes)?;
                 let entry_bytes = record::entry_len(key.len(), place.expire_at_ms);
-                let frame_full = record::frame_len(frame_bytes + entry_bytes)
-                    > self.node.keylog_chunk_bytes / 2;
+                let frame_full =
+                    record::frame_len(frame_bytes + entry_bytes) > self.node.keylog_chunk_bytes / 2;
                 if !batch.is_empty() && (batch_bytes >= BATCH_RECORD_BYTES || frame_full) {
                     if !self.relocate(&batch, pace, batch_bytes)? {
                         return Ok(None);
@@ -154,7 +159,9 @@ impl Partition {
             )
         })?;
         self.node.directory.forget_segment(self.id, id);
-        self.counters.gc_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.counters
+            .gc_runs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.counters
             .reclaimed_bytes
             .fetch_add(collected.freed_bytes, std::sync::atomic::Ordering::Relaxed);

@@ -106,7 +106,9 @@ impl ValueLog {
         // Below the newest segment, an id without a file was freed (or
         // never written, in which case nothing points into it either).
         let newest = segments.keys().next_back().copied().unwrap_or(0);
-        let freed = (0..newest).filter(|id| !segments.contains_key(id)).collect();
+        let freed = (0..newest)
+            .filter(|id| !segments.contains_key(id))
+            .collect();
         Ok(Self {
             disk,
             dir: dir.to_path_buf(),
@@ -301,7 +303,8 @@ impl ValueLog {
         let removed = self.segments.write().remove(&id);
         self.unsynced.lock().remove(&id);
         if removed.is_some() {
-            self.disk.remove_file(&self.dir.join(segment_file_name(id)))?;
+            self.disk
+                .remove_file(&self.dir.join(segment_file_name(id)))?;
             self.disk.sync_dir(&self.dir)?;
         }
         Ok(())
@@ -342,7 +345,8 @@ mod tests {
         log.write_at(&block(1), 0).expect("write segment 0");
         // Segment 0's last three blocks are skipped; segment 2 is never
         // written: both read as zeros below the newest segment.
-        log.write_at(&block(3), 3 * SEGMENT).expect("write segment 3");
+        log.write_at(&block(3), 3 * SEGMENT)
+            .expect("write segment 3");
         assert_eq!(log.segment_ids(), vec![0, 3]);
 
         let mut buf = AlignedBuf::zeroed(4 * SEGMENT as usize);
@@ -352,7 +356,11 @@ mod tests {
         // write, up to the file's end.
         assert_eq!(got, 4 * SEGMENT as usize, "stops at the newest file's end");
         assert!(buf[..DIRECT_ALIGN].iter().all(|&b| b == 1));
-        assert!(buf[DIRECT_ALIGN..3 * SEGMENT as usize].iter().all(|&b| b == 0));
+        assert!(
+            buf[DIRECT_ALIGN..3 * SEGMENT as usize]
+                .iter()
+                .all(|&b| b == 0)
+        );
         let third = 3 * SEGMENT as usize;
         assert!(buf[third..third + DIRECT_ALIGN].iter().all(|&b| b == 3));
         let mut past = AlignedBuf::zeroed(DIRECT_ALIGN);
@@ -388,7 +396,10 @@ mod tests {
         assert_eq!(log.segment_ids(), vec![0, 2]);
         assert!(log.is_freed(1));
         let mut buf = AlignedBuf::zeroed(DIRECT_ALIGN);
-        assert_eq!(log.read_at(&mut buf, 2 * SEGMENT).expect("read"), DIRECT_ALIGN);
+        assert_eq!(
+            log.read_at(&mut buf, 2 * SEGMENT).expect("read"),
+            DIRECT_ALIGN
+        );
         assert!(buf.iter().all(|&b| b == 3));
         assert!(!dir.path().join(segment_file_name(1)).exists());
     }

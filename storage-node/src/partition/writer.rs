@@ -495,16 +495,13 @@ impl Partition {
             record::encode_value_record(&mut buf, seq, key, value);
             let padded = align_up(len as u64) as usize;
             let data = &buf.spare_aligned_mut()[..padded];
-            let result = self
-                .vlog
-                .write_at(data, offset)
-                .and_then(|()| {
-                    if self.node.durability == Durability::Sync {
-                        self.vlog.sync_data()
-                    } else {
-                        Ok(())
-                    }
-                });
+            let result = self.vlog.write_at(data, offset).and_then(|()| {
+                if self.node.durability == Durability::Sync {
+                    self.vlog.sync_data()
+                } else {
+                    Ok(())
+                }
+            });
             if let Err(e) = result {
                 return Err(self.poison(
                     format!(

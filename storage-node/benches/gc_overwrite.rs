@@ -1,0 +1,178 @@
+//! Disk use and write throughput under overwrites, with garbage collection
+//! and without, in one run.
+//!
+//! 16 threads overwrite a live set of `SPLITKV_BENCH_LIVE_BYTES` (default
+//! 1 GiB: 262 144 keys of 4 KiB) `SPLITKV_BENCH_ROUNDS` times (default 10),
+//! thread `t` into partition `t`, once with the GC thread at its defaults
+//! and once with it off. A sampler reads the disk use of the data
+//! directory (allocated blocks of every file) every 100 ms. Printed per
+//! pass: write throughput, the largest and the final disk use against the
+//! live bytes, and the time to reopen the directory (the key directory
+//! rebuilt from the key logs); and the reopen time of a directory written
+//! once with the same keys, for comparison.
+//!
+//! `cargo bench -p storage-node --bench gc_overwrite` (`SPLITKV_BENCH_DIR`
+//! for another file system).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use storage_node::{GcConfig, StorageConfig, StorageEngine};
+
+const THREADS: usize = 16;
+const VALUE_BYTES: usize = 4096;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Allocated bytes of every file under `dir`.
+fn disk_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => disk_bytes(&entry.path()),
+            Ok(meta) => meta.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+struct Pass {
+    mib_per_s: f64,
+    max_disk: u64,
+    final_disk: u64,
+    reopen: Duration,
+    segments_freed: u64,
+}
+
+fn run(dir: &Path, gc: GcConfig, live_bytes: u64, rounds: u64) -> Pass {
+    let data = dir.join("data");
+    let mut config = StorageConfig::new(&data);
+    config.gc = gc;
+    let engine = Arc::new(StorageEngine::open(config.clone()).expect("open engine"));
+    let keys_per_thread = live_bytes / VALUE_BYTES as u64 / THREADS as u64;
+    let stop = Arc::new(AtomicBool::new(false));
+    let max_disk = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (stop, max_disk, data) = (Arc::clone(&stop), Arc::clone(&max_disk), data.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                max_disk.fetch_max(disk_bytes(&data), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let start = Instant::now();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let engine = Arc::clone(&engine);
+            std::thread::spawn(move || {
+                let mut value = vec![t as u8; VALUE_BYTES];
+                for round in 0..rounds {
+                    for i in 0..keys_per_thread {
+                        let key = ((t as u64) << 40 | i).to_be_bytes();
+                        value[..8].copy_from_slice(&key);
+                        value[8..16].copy_from_slice(&round.to_le_bytes());
+                        engine.put(t, &key, &value).expect("put");
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("writer");
+    }
+    let elapsed = start.elapsed();
+    let written = keys_per_thread * THREADS as u64 * VALUE_BYTES as u64 * rounds;
+    let segments_freed = engine.stats().partitions.iter().map(|p| p.gc_runs).sum();
+    engine.close().expect("close");
+    drop(engine);
+    stop.store(true, Ordering::Relaxed);
+    sampler.join().expect("sampler");
+    let final_disk = disk_bytes(&data);
+    let max_disk = max_disk.load(Ordering::Relaxed).max(final_disk);
+    let reopen = time_reopen(config);
+    Pass {
+        mib_per_s: written as f64 / (1 << 20) as f64 / elapsed.as_secs_f64(),
+        max_disk,
+        final_disk,
+        reopen,
+        segments_freed,
+    }
+}
+
+/// Opens `config`'s directory (the GC thread off) and closes it again;
+/// returns the time the open took.
+fn time_reopen(mut config: StorageConfig) -> Duration {
+    config.gc.interval_ms = 0;
+    let start = Instant::now();
+    let engine = StorageEngine::open(config).expect("reopen");
+    let took = start.elapsed();
+    engine.close().expect("close");
+    took
+}
+
+fn main() {
+    let live_bytes = env_u64("SPLITKV_BENCH_LIVE_BYTES", 1 << 30);
+    let rounds = env_u64("SPLITKV_BENCH_ROUNDS", 10);
+    let base = std::env::var("SPLITKV_BENCH_DIR")
+        .unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").to_string());
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!(
+        "{THREADS} threads overwrite {:.0} MiB of live 4 KiB values {rounds} times",
+        mib(live_bytes)
+    );
+    let fresh = {
+        let dir = tempfile::tempdir_in(&base).expect("bench directory");
+        run(
+            dir.path(),
+            GcConfig {
+                interval_ms: 0,
+                ..GcConfig::default()
+            },
+            live_bytes,
+            1,
+        )
+    };
+    println!(
+        "written once: {:.0} MiB/s, disk {:.0} MiB, reopen {:.3} s",
+        fresh.mib_per_s,
+        mib(fresh.final_disk),
+        fresh.reopen.as_secs_f64()
+    );
+    for (name, gc) in [
+        (
+            "gc off",
+            GcConfig {
+                interval_ms: 0,
+                ..GcConfig::default()
+            },
+        ),
+        ("gc on", GcConfig::default()),
+    ] {
+        let dir = tempfile::tempdir_in(&base).expect("bench directory");
+        let pass = run(dir.path(), gc, live_bytes, rounds);
+        println!(
+            "{name}: {:.0} MiB/s, disk max {:.0} MiB ({:.2}x live), final {:.0} MiB ({:.2}x live), \
+             {} segments freed, reopen {:.3} s ({:.2}x written once)",
+            pass.mib_per_s,
+            mib(pass.max_disk),
+            pass.max_disk as f64 / live_bytes as f64,
+            mib(pass.final_disk),
+            pass.final_disk as f64 / live_bytes as f64,
+            pass.segments_freed,
+            pass.reopen.as_secs_f64(),
+            pass.reopen.as_secs_f64() / fresh.reopen.as_secs_f64(),
+        );
+    }
+}
