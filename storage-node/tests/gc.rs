@@ -8,6 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use storage_node::{GcConfig, StorageConfig, StorageEngine, StorageError, WireError};
+use support::faults::{FaultDisk, FaultPlan, Files, Op};
 use support::{build_index, get, value_for};
 
 const SEGMENT_BYTES: u64 = 256 << 10;
@@ -252,4 +253,88 @@ fn range_reads_stop_at_a_freed_segment_and_one_inside_it_answers_moved() {
     );
     let index = build_index(&engine);
     assert_eq!(get(&engine, &index, b"keep").as_deref(), Some(&b"kept"[..]));
+}
+
+/// Writes 300 keys of 1 KiB once and overwrites the first half twice, then
+/// reopens the store (so that every record is in the value log's files):
+/// the oldest segments are about half dead.
+fn half_dead_store(dir: &Path, plan: &std::sync::Arc<FaultPlan>) -> (StorageEngine, Expected) {
+    let mut expected = Expected::new();
+    {
+        let engine = StorageEngine::open(config(dir)).expect("open");
+        for round in 0..3u64 {
+            for i in 0..300u32 {
+                if round > 0 && i >= 150 {
+                    continue;
+                }
+                let key = format!("key-{i:04}").into_bytes();
+                let value = value_for(&key, round, 1024);
+                engine.put(0, &key, &value).expect("put");
+                expected.insert(key, Some(value));
+            }
+        }
+    }
+    let engine =
+        StorageEngine::open_with_disk(config(dir), FaultDisk::new(std::sync::Arc::clone(plan)))
+            .expect("reopen through the fault disk");
+    (engine, expected)
+}
+
+#[test]
+fn an_io_error_reading_a_segment_stops_collection_with_an_error_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plan = FaultPlan::new();
+    let (engine, expected) = half_dead_store(dir.path(), &plan);
+    let disk_before = segment_disk_bytes(dir.path());
+    plan.fail_now(Op::Read, Files::ValueLog, libc::EIO);
+    let err = engine
+        .collect_garbage(40)
+        .expect_err("the copy cannot read");
+    assert!(err.to_string().contains("Input/output error"), "{err}");
+    assert!(plan.failed(Op::Read, Files::ValueLog) > 0);
+    assert_eq!(segment_disk_bytes(dir.path()), disk_before, "nothing freed");
+    assert_eq!(engine.stats().partitions[0].gc_runs, 0);
+    plan.stop_failing(Op::Read);
+    // Reads and writes go on; the next collection succeeds.
+    check(&engine, &expected);
+    engine.put(1, b"after", b"error").expect("writes go on");
+    let report = engine.collect_garbage(40).expect("collect once reads work");
+    assert!(report.segments_freed >= 1, "{report:?}");
+    check(&engine, &expected);
+    drop(engine);
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen");
+    check(&engine, &expected);
+}
+
+#[test]
+fn a_full_disk_while_collection_copies_refuses_writes_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plan = FaultPlan::new();
+    let (engine, expected) = half_dead_store(dir.path(), &plan);
+    plan.fail_now(Op::DirectWrite, Files::ValueLog, libc::ENOSPC);
+    plan.fail_now(Op::Allocate, Files::ValueLog, libc::ENOSPC);
+    // The copies fill a write buffer, whose flush meets the full disk:
+    // the node refuses writes from then on (whatever the pass says).
+    let _ = engine.collect_garbage(40);
+    let refused = engine.put(1, b"new", b"value").expect_err("disk full");
+    assert!(
+        matches!(
+            refused,
+            StorageError::Refused(WireError::DiskFull { .. } | WireError::Poisoned { .. })
+        ),
+        "{refused}"
+    );
+    assert!(
+        plan.failed(Op::DirectWrite, Files::ValueLog) + plan.failed(Op::Allocate, Files::ValueLog)
+            > 0
+    );
+    // Every key still reads back, from the files or the write buffers.
+    check(&engine, &expected);
+    drop(engine);
+    // With space again, the store opens writable with every key.
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen with space");
+    check(&engine, &expected);
+    engine.put(1, b"new", b"value").expect("writable again");
+    engine.collect_garbage(40).expect("collect with space");
+    check(&engine, &expected);
 }

@@ -51,6 +51,14 @@ impl Partition {
         crate::gc::choose_segment(&usage, &files, head, min_dead_percent)
     }
 
+    /// Value bytes of the puts written since the node started (not
+    /// relocations).
+    pub(crate) fn written_value_bytes(&self) -> u64 {
+        self.counters
+            .value_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The segment being written.
     pub(crate) fn head_segment(&self) -> u64 {
         self.vlog.segment_of(self.state.lock().tail())

@@ -111,7 +111,8 @@ pub struct EngineArgs {
           value_parser = clap::value_parser!(u8).range(0..=100))]
     gc_min_dead_percent: u8,
     /// Garbage collection copies live records at most this fast, in bytes
-    /// per second (0: no limit).
+    /// per second, plus a quarter of the bytes written meanwhile (0: no
+    /// limit).
     #[arg(long, default_value_t = GcConfig::default().copy_bytes_per_s)]
     gc_copy_bytes_per_s: u64,
 }
