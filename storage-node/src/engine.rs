@@ -101,10 +101,11 @@ impl StorageEngine {
         let read_only = recovered.iter().find_map(|r| r.read_only_reason.clone());
         let directory = KeyDirectory::new(manifest.partitions, manifest.segment_bytes);
         for (id, r) in recovered.iter().enumerate() {
+            let from = r.parts.keylog.first_position();
             r.parts
                 .keylog
                 .snapshot()
-                .for_each_entry(|entry| directory.apply(id, entry));
+                .for_each_entry(from, |entry| directory.apply(id, entry));
         }
         for (id, r) in recovered.iter().enumerate() {
             // Entries of records in freed segments were all superseded by

@@ -1,6 +1,9 @@
 //! The key log of a partition: one checksummed frame per write, delete or
-//! batch (format in [`splitkv_common::record`]), appended into a file that
-//! is preallocated and mapped in fixed-size chunks.
+//! batch (format in [`splitkv_common::record`]), appended into fixed-size
+//! chunks, each a file of its own (`key-NNNNNNNN.log`, chunk `n` holding
+//! positions `[n * chunk_bytes, (n + 1) * chunk_bytes)`), preallocated and
+//! mapped whole. Chunks wholly below a checkpoint are deleted
+//! ([`KeyLog::drop_chunks_below`]); positions are never reused.
 //!
 //! Space is reserved with `allocate` before a chunk is mapped, so a full
 //! disk is an error from [`KeyLog::append`], never a SIGBUS on a store.
@@ -12,14 +15,28 @@
 //! can never line up with stale frames.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use splitkv_common::record::{self, FRAME_HEADER_BYTES, Frame, KeyEntry};
 
-use crate::disk::{Disk, DiskFile, FileKind, Mapping};
+use crate::disk::{Disk, FileKind, Mapping};
 
 const PAGE_BYTES: usize = 4096;
+const CHUNK_PREFIX: &str = "key-";
+const CHUNK_SUFFIX: &str = ".log";
+
+/// The file name of key-log chunk `index`.
+pub(crate) fn chunk_file_name(index: u64) -> String {
+    format!("{CHUNK_PREFIX}{index:08}{CHUNK_SUFFIX}")
+}
+
+fn parse_chunk_name(name: &str) -> Option<u64> {
+    name.strip_prefix(CHUNK_PREFIX)?
+        .strip_suffix(CHUNK_SUFFIX)?
+        .parse()
+        .ok()
+}
 
 /// What the opening scan found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -65,9 +82,11 @@ impl Chunk {
 
 /// The mapped key log of one partition.
 pub struct KeyLog {
-    file: Arc<dyn DiskFile>,
+    disk: Arc<dyn Disk>,
+    dir: PathBuf,
     chunk_bytes: u64,
-    chunks: Vec<Arc<Chunk>>,
+    /// Chunk `i` at index `i`; `None` below the first chunk kept.
+    chunks: Vec<Option<Arc<Chunk>>>,
     chunk_max_seq: Vec<u64>,
     end: u64,
     /// Entries in the complete frames.
@@ -75,48 +94,101 @@ pub struct KeyLog {
 }
 
 impl KeyLog {
-    /// Opens (creating and preallocating if needed) the key log at `path`,
-    /// scans it and cuts it after the last frame that verifies.
+    /// Opens (creating and preallocating if needed) the key log whose
+    /// chunks are in `dir`, scans it from its first chunk and cuts it after
+    /// the last frame that verifies. Chunks must follow one another with no
+    /// gap.
     pub fn open(
-        disk: &dyn Disk,
-        path: &Path,
+        disk: &Arc<dyn Disk>,
+        dir: &Path,
         chunk_bytes: usize,
     ) -> io::Result<(Self, ScanSummary)> {
-        let file = disk.open(path, FileKind::Mapped, true)?;
-        let chunk = chunk_bytes as u64;
-        let len = file.len_bytes()?;
-        let wanted = len.next_multiple_of(chunk).max(chunk);
-        if wanted != len {
-            file.allocate(len, wanted - len)?;
+        let mut indices: Vec<u64> = disk
+            .list_dir(dir)?
+            .iter()
+            .filter_map(|name| name.to_str().and_then(parse_chunk_name))
+            .collect();
+        indices.sort_unstable();
+        if let Some(pair) = indices.windows(2).find(|w| w[1] != w[0] + 1) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "key-log chunks {} to {} are missing in {}",
+                    pair[0] + 1,
+                    pair[1] - 1,
+                    dir.display()
+                ),
+            ));
         }
+        let first = indices.first().copied().unwrap_or(0);
+        let last = indices.last().copied().unwrap_or(0);
         let mut log = Self {
-            file,
-            chunk_bytes: chunk,
-            chunks: Vec::new(),
-            chunk_max_seq: Vec::new(),
-            end: 0,
+            disk: Arc::clone(disk),
+            dir: dir.to_path_buf(),
+            chunk_bytes: chunk_bytes as u64,
+            chunks: vec![None; first as usize],
+            chunk_max_seq: vec![0; first as usize],
+            end: first * chunk_bytes as u64,
             entries: 0,
         };
-        for index in 0..wanted / chunk {
+        for index in first..=last {
             log.map_chunk(index)?;
         }
         let summary = log.scan()?;
         Ok((log, summary))
     }
 
+    /// Maps chunk `index` (the next one), creating and preallocating its
+    /// file if needed.
     fn map_chunk(&mut self, index: u64) -> io::Result<()> {
-        let map = self
-            .file
-            .map(index * self.chunk_bytes, self.chunk_bytes as usize)?;
-        self.chunks.push(Arc::new(Chunk { map }));
+        debug_assert_eq!(index as usize, self.chunks.len());
+        let path = self.dir.join(chunk_file_name(index));
+        let created = !self.disk.exists(&path)?;
+        let file = self.disk.open(&path, FileKind::Mapped, true)?;
+        let len = file.len_bytes()?;
+        if len < self.chunk_bytes {
+            file.allocate(len, self.chunk_bytes - len)?;
+        }
+        if created {
+            self.disk.sync_dir(&self.dir)?;
+        }
+        let map = file.map(0, self.chunk_bytes as usize)?;
+        self.chunks.push(Some(Arc::new(Chunk { map })));
         self.chunk_max_seq.push(0);
         Ok(())
+    }
+
+    /// The first position the log still holds: the start of its first
+    /// chunk kept.
+    pub fn first_position(&self) -> u64 {
+        self.chunks.iter().take_while(|c| c.is_none()).count() as u64 * self.chunk_bytes
+    }
+
+    /// Deletes the chunks that lie wholly below `position` (and below the
+    /// end); returns how many. Snapshots taken before keep reading them.
+    pub fn drop_chunks_below(&mut self, position: u64) -> io::Result<usize> {
+        let below = (position.min(self.end) / self.chunk_bytes) as usize;
+        let mut dropped = 0;
+        for index in 0..below.min(self.chunks.len()) {
+            if self.chunks[index].take().is_some() {
+                self.disk
+                    .remove_file(&self.dir.join(chunk_file_name(index as u64)))?;
+                dropped += 1;
+            }
+        }
+        if dropped > 0 {
+            self.disk.sync_dir(&self.dir)?;
+        }
+        Ok(dropped)
     }
 
     fn scan(&mut self) -> io::Result<ScanSummary> {
         let mut summary = ScanSummary::default();
         let mut cut = None;
         'chunks: for (index, chunk) in self.chunks.iter().enumerate() {
+            let Some(chunk) = chunk else {
+                continue;
+            };
             let bytes = chunk.bytes();
             let mut within = 0usize;
             while within < bytes.len() {
@@ -154,6 +226,9 @@ impl KeyLog {
         let mut zeroed = 0u64;
         let first = (self.end / self.chunk_bytes) as usize;
         for (index, chunk) in self.chunks.iter().enumerate().skip(first) {
+            let Some(chunk) = chunk else {
+                continue;
+            };
             let start = if index == first {
                 (self.end % self.chunk_bytes) as usize
             } else {
@@ -212,23 +287,27 @@ impl KeyLog {
             within = 0;
         }
         while index as usize >= self.chunks.len() {
-            let next = self.chunks.len() as u64;
-            self.file
-                .allocate(next * self.chunk_bytes, self.chunk_bytes)?;
-            self.map_chunk(next)?;
+            self.map_chunk(self.chunks.len() as u64)?;
         }
         let old_index = (self.end / self.chunk_bytes) as usize;
         let old_within = (self.end % self.chunk_bytes) as usize;
         if index as usize != old_index
             && old_within + FRAME_HEADER_BYTES <= self.chunk_bytes as usize
         {
-            self.chunks[old_index].write(old_within, &record::pad_frame());
+            self.chunk(old_index)?.write(old_within, &record::pad_frame());
         }
-        self.chunks[index as usize].write(within as usize, frame);
+        self.chunk(index as usize)?.write(within as usize, frame);
         self.chunk_max_seq[index as usize] = self.chunk_max_seq[index as usize].max(max_seq);
         self.end = index * self.chunk_bytes + within + len;
         self.entries += entries;
         Ok(self.end)
+    }
+
+    fn chunk(&self, index: usize) -> io::Result<&Chunk> {
+        self.chunks
+            .get(index)
+            .and_then(|c| c.as_deref())
+            .ok_or_else(|| io::Error::other(format!("key-log chunk {index} is not held")))
     }
 
     /// A view of the complete frames as they are now, to read without the
@@ -245,7 +324,7 @@ impl KeyLog {
 
 /// An immutable view of a key log's complete frames.
 pub struct KeyLogSnapshot {
-    chunks: Vec<Arc<Chunk>>,
+    chunks: Vec<Option<Arc<Chunk>>>,
     chunk_max_seq: Vec<u64>,
     chunk_bytes: u64,
     end: u64,
@@ -263,7 +342,7 @@ impl KeyLogSnapshot {
             let index = (at / self.chunk_bytes) as usize;
             let within = at % self.chunk_bytes;
             let stop = to.min((index as u64 + 1) * self.chunk_bytes);
-            let Some(chunk) = self.chunks.get(index) else {
+            let Some(Some(chunk)) = self.chunks.get(index) else {
                 break;
             };
             chunk.map.flush(within as usize, (stop - at) as usize)?;
@@ -277,15 +356,16 @@ impl KeyLogSnapshot {
         self.end
     }
 
-    /// Calls `f` with every entry of the view's frames, in log order (the
-    /// frames below the end verified when the log was opened or appended).
-    pub(crate) fn for_each_entry(&self, mut f: impl FnMut(&KeyEntry<'_>)) {
-        let mut pos = 0;
+    /// Calls `f` with every entry of the view's frames from position `from`
+    /// (the start of a frame or of a chunk) on, in log order (the frames
+    /// below the end verified when the log was opened or appended).
+    pub(crate) fn for_each_entry(&self, from: u64, mut f: impl FnMut(&KeyEntry<'_>)) {
+        let mut pos = from;
         while pos < self.end {
             let index = (pos / self.chunk_bytes) as usize;
             let chunk_start = index as u64 * self.chunk_bytes;
             let next_chunk = chunk_start + self.chunk_bytes;
-            let Some(chunk) = self.chunks.get(index) else {
+            let Some(chunk) = self.chunks.get(index).and_then(|c| c.as_deref()) else {
                 return;
             };
             let stop = next_chunk.min(self.end);
@@ -333,7 +413,11 @@ impl KeyLogSnapshot {
                 pos = next_chunk;
                 continue;
             }
-            let chunk = self.chunks.get(index).ok_or(BadPosition(pos))?;
+            let chunk = self
+                .chunks
+                .get(index)
+                .and_then(|c| c.as_deref())
+                .ok_or(BadPosition(pos))?;
             let stop = next_chunk.min(self.end);
             let bytes = &chunk.bytes()[(pos - chunk_start) as usize..(stop - chunk_start) as usize];
             let (frame, used) = record::decode_frame(bytes).map_err(|_| BadPosition(pos))?;

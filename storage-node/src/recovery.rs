@@ -68,6 +68,8 @@ pub(crate) fn recover_partition(
     }
     let vlog = ValueLog::open(Arc::clone(disk), &dir, manifest.segment_bytes)
         .map_err(|e| ctx("opening the value log's segments", e))?;
+    let (keylog, scan) = KeyLog::open(disk, &dir, manifest.keylog_chunk_bytes)
+        .map_err(|e| ctx("opening the key log", e))?;
     let disk = &**disk;
     let mut buffers = Vec::with_capacity(2);
     for index in 0..2 {
@@ -76,8 +78,6 @@ pub(crate) fn recover_partition(
             .map_err(|e| ctx(&format!("opening write buffer {index}"), e))?;
         buffers.push(Arc::new(buffer));
     }
-    let (keylog, scan) = KeyLog::open(disk, &dir.join("key.log"), manifest.keylog_chunk_bytes)
-        .map_err(|e| ctx("opening the key log", e))?;
     if created {
         disk.sync_dir(&dir)
             .and_then(|()| disk.sync_dir(data_dir))

@@ -183,7 +183,7 @@ fn key_log_preallocation_fault(errno: i32, expect: Expect) {
     let plan = fault_poisons_without_loss(
         Durability::Mmap,
         |engine, plan| {
-            plan.fail_now(Op::Allocate, Files::Named("key.log"), errno);
+            plan.fail_now(Op::Allocate, Files::KeyLog, errno);
             let before = plan.succeeded(Op::Allocate, Files::ValueLog);
             let mut acked = Vec::new();
             for i in 0..3 {
@@ -202,7 +202,7 @@ fn key_log_preallocation_fault(errno: i32, expect: Expect) {
         },
         expect,
     );
-    assert!(plan.failed(Op::Allocate, Files::Named("key.log")) > 0);
+    assert!(plan.failed(Op::Allocate, Files::KeyLog) > 0);
     assert_eq!(
         plan.failed(Op::Allocate, Files::ValueLog),
         0,
@@ -455,8 +455,31 @@ enum Damage {
     FlipByteBeforeAnIntactOne,
 }
 
-fn key_log_of_partition_0(dir: &Path) -> PathBuf {
-    dir.join("p000").join("key.log")
+/// Partition 0's key log as one run of bytes, its chunk files one after
+/// the other (position `p` of the log at index `p`).
+fn read_key_log_of_partition_0(dir: &Path) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for index in 0.. {
+        match std::fs::read(key_log_chunk_of_partition_0(dir, index)) {
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => panic!("reading the key log: {e}"),
+        }
+    }
+    bytes
+}
+
+/// Writes `bytes` back over partition 0's key-log chunks (of
+/// `chunk_bytes` each).
+fn write_key_log_of_partition_0(dir: &Path, bytes: &[u8], chunk_bytes: usize) {
+    for (index, chunk) in bytes.chunks(chunk_bytes).enumerate() {
+        std::fs::write(key_log_chunk_of_partition_0(dir, index as u64), chunk)
+            .expect("write the key log");
+    }
+}
+
+fn key_log_chunk_of_partition_0(dir: &Path, index: u64) -> PathBuf {
+    dir.join("p000").join(format!("key-{index:08}.log"))
 }
 
 fn keylog_end(engine: &StorageEngine) -> usize {
@@ -518,14 +541,13 @@ fn a_damaged_key_log_frame_is_cut_off(damage: Damage, puts_before: usize, chunk:
         engine.close().expect("close");
         (acked, damaged, lost)
     };
-    let path = key_log_of_partition_0(dir.path());
-    let mut bytes = std::fs::read(&path).expect("read the key log");
+    let mut bytes = read_key_log_of_partition_0(dir.path());
     let middle = damaged.start + damaged.len() / 2;
     match damage {
         Damage::TearLast => bytes[middle..damaged.end].fill(0),
         Damage::FlipByteInLast | Damage::FlipByteBeforeAnIntactOne => bytes[middle] ^= 0x40,
     }
-    std::fs::write(&path, &bytes).expect("write the key log");
+    write_key_log_of_partition_0(dir.path(), &bytes, config.keylog_chunk_bytes);
 
     let fresh = {
         let engine = StorageEngine::open(config.clone()).expect("reopen");
@@ -536,7 +558,7 @@ fn a_damaged_key_log_frame_is_cut_off(damage: Damage, puts_before: usize, chunk:
         );
         assert!(scan.zeroed_bytes > 0, "{scan:?}");
         assert_eq!(keylog_end(&engine), damaged.start);
-        let on_disk = std::fs::read(&path).expect("read the key log");
+        let on_disk = read_key_log_of_partition_0(dir.path());
         assert!(
             on_disk[damaged.start..].iter().all(|&b| b == 0),
             "everything after the cut is zeroed"

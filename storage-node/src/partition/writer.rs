@@ -548,9 +548,9 @@ mod tests {
 
     fn state() -> (tempfile::TempDir, PartitionState) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let disk = OsDisk::new(IoEngineKind::Psync);
-        let (keylog, _) =
-            KeyLog::open(&disk, &dir.path().join("key.log"), 1 << 20).expect("key log");
+        let disk: std::sync::Arc<dyn crate::disk::Disk> =
+            std::sync::Arc::new(OsDisk::new(IoEngineKind::Psync));
+        let (keylog, _) = KeyLog::open(&disk, dir.path(), 1 << 20).expect("key log");
         let st = PartitionState {
             slots: [BufferSlot::Flushed, BufferSlot::Flushed],
             next_base: 8192,

@@ -54,11 +54,12 @@ pub enum Files {
     All,
     /// Files opened as this kind.
     Kind(FileKind),
-    /// Files of this name in any directory: `"key.log"`, `"buffer.0"`,
-    /// `"MANIFEST"`.
+    /// Files of this name in any directory: `"buffer.0"`, `"MANIFEST"`.
     Named(&'static str),
     /// The value logs' segment files (`value-NNNNNNNN.seg`).
     ValueLog,
+    /// The key logs' chunk files (`key-NNNNNNNN.log`).
+    KeyLog,
 }
 
 impl Files {
@@ -71,6 +72,10 @@ impl Files {
                 .name
                 .to_str()
                 .is_some_and(|n| n.starts_with("value-") && n.ends_with(".seg")),
+            Files::KeyLog => file
+                .name
+                .to_str()
+                .is_some_and(|n| n.starts_with("key-") && n.ends_with(".log")),
         }
     }
 }
