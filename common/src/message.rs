@@ -337,6 +337,12 @@ pub struct PartitionReport {
     /// Records garbage collection copied to the head of the log since the
     /// node started.
     pub relocations: u64,
+    /// The key-log position the current checkpoint covers (0: none).
+    pub checkpoint_position: u64,
+    /// The highest sequence number in the current checkpoint.
+    pub checkpoint_seq: u64,
+    /// When the current checkpoint was made (Unix milliseconds; 0: none).
+    pub checkpoint_made_at_ms: u64,
 }
 
 /// A storage node's state, for operators.

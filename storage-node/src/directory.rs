@@ -278,6 +278,20 @@ impl KeyDirectory {
             })
     }
 
+    /// Settles segment `id` of `partition` as holding `used_bytes` (its
+    /// records and padding) after a rebuild: what its live records do not
+    /// take is dead, whether the entries that superseded it were seen (the
+    /// key logs) or folded away (a checkpoint keeps only the winners).
+    pub(crate) fn settle_segment(&self, partition: usize, id: u64, used_bytes: u64) {
+        if let Some(usage) = self.usage.get(partition) {
+            let mut usage = usage.lock();
+            let segment = usage.entry(id).or_default();
+            let live = segment.live_bytes();
+            segment.written_bytes = used_bytes.max(live);
+            segment.dead_bytes = segment.written_bytes - live;
+        }
+    }
+
     /// Forgets the usage of segment `id` of `partition` (freed).
     pub(crate) fn forget_segment(&self, partition: usize, id: u64) {
         if let Some(usage) = self.usage.get(partition) {

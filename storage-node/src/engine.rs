@@ -95,17 +95,24 @@ impl StorageEngine {
         }
         let max_seq = recovered
             .iter()
-            .map(|r| r.report.keylog.max_seq)
+            .map(|r| {
+                let checkpointed = r.parts.checkpoint.as_ref().map_or(0, |c| c.max_seq);
+                r.report.keylog.max_seq.max(checkpointed)
+            })
             .max()
             .unwrap_or(0);
         let read_only = recovered.iter().find_map(|r| r.read_only_reason.clone());
         let directory = KeyDirectory::new(manifest.partitions, manifest.segment_bytes);
         for (id, r) in recovered.iter().enumerate() {
-            let from = r.parts.keylog.first_position();
+            let mut from = r.parts.keylog.first_position();
+            if let Some(checkpoint) = &r.parts.checkpoint {
+                checkpoint.for_each_entry(|entry| directory.apply(id, entry));
+                from = checkpoint.position;
+            }
             r.parts
                 .keylog
                 .snapshot()
-                .for_each_entry(from, |entry| directory.apply(id, entry));
+                .for_each_entry(from..u64::MAX, |entry| directory.apply(id, entry));
         }
         for (id, r) in recovered.iter().enumerate() {
             // Entries of records in freed segments were all superseded by
@@ -114,6 +121,18 @@ impl StorageEngine {
                 if r.parts.vlog.is_freed(segment) {
                     directory.forget_segment(id, segment);
                 }
+            }
+            // Every segment with a file holds records up to its end, or up
+            // to where new records start for the one being written.
+            let vlog = &r.parts.vlog;
+            let head = vlog.segment_of(r.parts.next_base);
+            for segment in vlog.segment_ids() {
+                let used = match segment.cmp(&head) {
+                    std::cmp::Ordering::Less => vlog.segment_bytes(),
+                    std::cmp::Ordering::Equal => r.parts.next_base - segment * vlog.segment_bytes(),
+                    std::cmp::Ordering::Greater => 0,
+                };
+                directory.settle_segment(id, segment, used);
             }
         }
         if let Some(reason) = &read_only {
@@ -455,6 +474,15 @@ impl StorageEngine {
         for partition in &self.partitions {
             if let Err(e) = partition.finish_close() {
                 first_error.get_or_insert(e);
+            }
+        }
+        // A clean close leaves a checkpoint of every partition, so that
+        // the next open reads only the checkpoints.
+        if first_error.is_none() && self.node.check_writable().is_ok() {
+            for partition in &self.partitions {
+                if let Err(e) = partition.write_checkpoint(crate::gc::now_ms()) {
+                    first_error.get_or_insert(e);
+                }
             }
         }
         match first_error {

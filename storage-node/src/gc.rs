@@ -177,6 +177,10 @@ impl Shared {
                     return Ok(report);
                 }
             }
+            let every = self.config.checkpoint_every_keylog_bytes;
+            if every > 0 && partition.keylog_bytes_since_checkpoint() >= every {
+                partition.write_checkpoint(crate::gc::now_ms())?;
+            }
         }
         Ok(report)
     }
@@ -197,15 +201,22 @@ pub struct GcConfig {
     /// foreground keeps at least 80 % of the write bandwidth under load,
     /// and a quiet node still reclaims at this rate. 0: no limit.
     pub copy_bytes_per_s: u64,
+    /// A partition's key log is checkpointed at a clean close and, if this
+    /// is not 0, by the GC thread once this many bytes were appended since
+    /// its last checkpoint. Off by default: making a checkpoint holds a
+    /// copy of every key the partition wrote while it folds them.
+    pub checkpoint_every_keylog_bytes: u64,
 }
 
 impl Default for GcConfig {
-    /// Every 100 ms, segments half dead, 64 MiB/s.
+    /// Every 100 ms, segments half dead, 64 MiB/s, checkpoints at a clean
+    /// close only.
     fn default() -> Self {
         Self {
             interval_ms: 100,
             min_dead_percent: 50,
             copy_bytes_per_s: 64 << 20,
+            checkpoint_every_keylog_bytes: 0,
         }
     }
 }
@@ -234,6 +245,13 @@ pub(crate) fn choose_segment(
         }
     }
     best.map(|(id, _)| id)
+}
+
+/// The wall clock in Unix milliseconds.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Of the foreground's written bytes, the share the GC may copy on top of

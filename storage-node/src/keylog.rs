@@ -2,8 +2,8 @@
 //! batch (format in [`splitkv_common::record`]), appended into fixed-size
 //! chunks, each a file of its own (`key-NNNNNNNN.log`, chunk `n` holding
 //! positions `[n * chunk_bytes, (n + 1) * chunk_bytes)`), preallocated and
-//! mapped whole. Chunks wholly below a checkpoint are deleted
-//! ([`KeyLog::drop_chunks_below`]); positions are never reused.
+//! mapped whole. Positions are never reused; a log may begin at a later
+//! chunk than the first (chunks wholly below a checkpoint may go).
 //!
 //! Space is reserved with `allocate` before a chunk is mapped, so a full
 //! disk is an error from [`KeyLog::append`], never a SIGBUS on a store.
@@ -164,24 +164,6 @@ impl KeyLog {
         self.chunks.iter().take_while(|c| c.is_none()).count() as u64 * self.chunk_bytes
     }
 
-    /// Deletes the chunks that lie wholly below `position` (and below the
-    /// end); returns how many. Snapshots taken before keep reading them.
-    pub fn drop_chunks_below(&mut self, position: u64) -> io::Result<usize> {
-        let below = (position.min(self.end) / self.chunk_bytes) as usize;
-        let mut dropped = 0;
-        for index in 0..below.min(self.chunks.len()) {
-            if self.chunks[index].take().is_some() {
-                self.disk
-                    .remove_file(&self.dir.join(chunk_file_name(index as u64)))?;
-                dropped += 1;
-            }
-        }
-        if dropped > 0 {
-            self.disk.sync_dir(&self.dir)?;
-        }
-        Ok(dropped)
-    }
-
     fn scan(&mut self) -> io::Result<ScanSummary> {
         let mut summary = ScanSummary::default();
         let mut cut = None;
@@ -294,7 +276,8 @@ impl KeyLog {
         if index as usize != old_index
             && old_within + FRAME_HEADER_BYTES <= self.chunk_bytes as usize
         {
-            self.chunk(old_index)?.write(old_within, &record::pad_frame());
+            self.chunk(old_index)?
+                .write(old_within, &record::pad_frame());
         }
         self.chunk(index as usize)?.write(within as usize, frame);
         self.chunk_max_seq[index as usize] = self.chunk_max_seq[index as usize].max(max_seq);
@@ -356,12 +339,16 @@ impl KeyLogSnapshot {
         self.end
     }
 
-    /// Calls `f` with every entry of the view's frames from position `from`
-    /// (the start of a frame or of a chunk) on, in log order (the frames
-    /// below the end verified when the log was opened or appended).
-    pub(crate) fn for_each_entry(&self, from: u64, mut f: impl FnMut(&KeyEntry<'_>)) {
-        let mut pos = from;
-        while pos < self.end {
+    /// Calls `f` with every entry of the view's frames that start in
+    /// `range` (from the start of a frame or of a chunk), in log order (the
+    /// frames below the end verified when the log was opened or appended).
+    pub(crate) fn for_each_entry(
+        &self,
+        range: std::ops::Range<u64>,
+        mut f: impl FnMut(&KeyEntry<'_>),
+    ) {
+        let mut pos = range.start;
+        while pos < self.end.min(range.end) {
             let index = (pos / self.chunk_bytes) as usize;
             let chunk_start = index as u64 * self.chunk_bytes;
             let next_chunk = chunk_start + self.chunk_bytes;

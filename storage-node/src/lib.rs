@@ -15,6 +15,7 @@
 
 pub mod aligned;
 mod buffer;
+mod checkpoint;
 pub mod config;
 pub mod crash_journal;
 pub mod dir_lock;

@@ -6,8 +6,13 @@
 //!    below a buffer's fill never change while it is unflushed.
 //! 2. The key log is scanned and cut at the first frame that does not
 //!    verify (see the `keylog` module).
-//! 3. New records start past every record the key log points at and every
-//!    range a buffer covered.
+//! 3. The newest checkpoint that verifies and whose position the key log
+//!    still holds is the base: the partition's entries are the
+//!    checkpoint's and the key log's after its position. A torn or corrupt
+//!    checkpoint is passed over for the one before; with none, the whole
+//!    key log is read (an error if its first chunks are gone).
+//! 4. New records start past every record the key log or the checkpoint
+//!    points at and every range a buffer covered.
 //!
 //! If the disk is too full to replay a buffer, the whole engine opens
 //! read-only (every partition refuses writes): the buffer stays unflushed,
@@ -18,6 +23,7 @@ use std::sync::Arc;
 
 use crate::aligned::align_up;
 use crate::buffer::{BufferState, WriteBuffer};
+use crate::checkpoint::{self, Checkpoint};
 use crate::disk::{Disk, FileKind};
 use crate::error::{Result, StorageError};
 use crate::keylog::{KeyLog, ScanSummary};
@@ -36,6 +42,10 @@ pub struct PartitionRecovery {
     pub keylog: ScanSummary,
     /// Where new records start in the value log.
     pub next_base: u64,
+    /// The key-log position of the checkpoint the partition opened from.
+    pub checkpoint_position: Option<u64>,
+    /// Checkpoints passed over, and why.
+    pub checkpoints_passed_over: u32,
 }
 
 /// A recovered partition: its parts, ready to open, and what recovery did.
@@ -70,6 +80,7 @@ pub(crate) fn recover_partition(
         .map_err(|e| ctx("opening the value log's segments", e))?;
     let (keylog, scan) = KeyLog::open(disk, &dir, manifest.keylog_chunk_bytes)
         .map_err(|e| ctx("opening the key log", e))?;
+    let disk_arc = disk;
     let disk = &**disk;
     let mut buffers = Vec::with_capacity(2);
     for index in 0..2 {
@@ -88,6 +99,7 @@ pub(crate) fn recover_partition(
         keylog: scan,
         ..PartitionRecovery::default()
     };
+    let checkpoint = choose_checkpoint(disk, &dir, &keylog, &mut report)?;
     let mut slots = [BufferSlot::Flushed, BufferSlot::Flushed];
     let mut read_only_reason = None;
     let mut replayed = Vec::new();
@@ -132,7 +144,8 @@ pub(crate) fn recover_partition(
     // New records go past every record the key log points at and past
     // every range a buffer ever covered. (The file length says nothing: the
     // value log is preallocated ahead of its data.)
-    let mut next_base = align_up(scan.max_value_end);
+    let checkpointed_end = checkpoint.as_ref().map_or(0, |c| c.max_value_end);
+    let mut next_base = align_up(scan.max_value_end.max(checkpointed_end));
     for buffer in &buffers {
         let header = buffer.header();
         next_base = next_base.max(align_up(
@@ -150,10 +163,83 @@ pub(crate) fn recover_partition(
             slots,
             keylog,
             next_base,
+            checkpoint,
+            dir: dir.clone(),
+            disk: Arc::clone(disk_arc),
         },
         report,
         read_only_reason,
     })
+}
+
+/// The checkpoint to open the partition from (see the module
+/// documentation), `None` to read the whole key log.
+fn choose_checkpoint(
+    disk: &dyn Disk,
+    dir: &Path,
+    keylog: &KeyLog,
+    report: &mut PartitionRecovery,
+) -> Result<Option<Arc<Checkpoint>>> {
+    let (current, previous) = checkpoint::load(disk, dir);
+    let usable = |found: Result<Arc<Checkpoint>, String>| match found {
+        Ok(c) if c.position >= keylog.first_position() && c.position <= keylog.end() => Ok(c),
+        Ok(c) => Err(format!(
+            "its position {} is outside the key log's {}..{}",
+            c.position,
+            keylog.first_position(),
+            keylog.end()
+        )),
+        Err(reason) => Err(reason),
+    };
+    let mut problems = Vec::new();
+    for (name, found) in [
+        (checkpoint::CURRENT, current),
+        (checkpoint::PREVIOUS, previous),
+    ] {
+        match usable(found) {
+            Ok(c) => {
+                if !problems.is_empty() {
+                    tracing::warn!(
+                        "{}: opening from {name} ({})",
+                        dir.display(),
+                        problems.join("; ")
+                    );
+                }
+                report.checkpoint_position = Some(c.position);
+                return Ok(Some(c));
+            }
+            Err(reason) if reason == "none" => {}
+            Err(reason) => {
+                report.checkpoints_passed_over += 1;
+                problems.push(format!("{name} passed over: {reason}"));
+            }
+        }
+    }
+    if keylog.first_position() > 0 {
+        return Err(StorageError::io(
+            format!("opening {}", dir.display()),
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "no checkpoint can be opened ({}) and the key log before position {} was deleted",
+                    if problems.is_empty() {
+                        "none found".to_string()
+                    } else {
+                        problems.join("; ")
+                    },
+                    keylog.first_position()
+                ),
+            ),
+        ));
+    }
+    if !problems.is_empty() {
+        tracing::warn!(
+            "{}: reading the whole key log ({})",
+            dir.display(),
+            problems.join("; ")
+        );
+    }
+    Ok(None)
 }
 
 fn open_vlog_error(data_dir: &Path, e: std::io::Error) -> StorageError {

@@ -123,9 +123,10 @@ fn small(dir: &Path) -> StorageConfig {
 }
 
 /// Small segments and a GC thread that looks every 2 ms and copies as fast
-/// as it can: collections run all through a round, so that kills land
-/// while records are copied, while their relocations are synced and while
-/// segments are freed.
+/// as it can, and a checkpoint every 32 KiB of key log: collections and
+/// checkpoints run all through a round, so that kills land while records
+/// are copied, while their relocations are synced, while segments are
+/// freed and while checkpoints are written.
 fn collecting(dir: &Path) -> StorageConfig {
     let mut config = small_config(dir, PARTITIONS);
     config.segment_bytes = 512 << 10;
@@ -134,6 +135,7 @@ fn collecting(dir: &Path) -> StorageConfig {
         interval_ms: 2,
         min_dead_percent: 50,
         copy_bytes_per_s: 0,
+        checkpoint_every_keylog_bytes: 32 << 10,
     };
     config
 }

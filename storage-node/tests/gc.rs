@@ -26,6 +26,7 @@ fn config(dir: &Path) -> StorageConfig {
         interval_ms: 0,
         min_dead_percent: 50,
         copy_bytes_per_s: 0,
+        checkpoint_every_keylog_bytes: 0,
     };
     config
 }
@@ -337,4 +338,172 @@ fn a_full_disk_while_collection_copies_refuses_writes_and_loses_nothing() {
     engine.put(1, b"new", b"value").expect("writable again");
     engine.collect_garbage(40).expect("collect with space");
     check(&engine, &expected);
+}
+
+/// The storage node's own directory (rebuilt from checkpoints) names, for
+/// every key, what the key logs name.
+fn check_directory(engine: &StorageEngine, expected: &Expected) {
+    let index = build_index(engine);
+    for (key, value) in expected {
+        let located = engine.locate(key);
+        match value {
+            None => assert_eq!(located, None, "key {}", String::from_utf8_lossy(key)),
+            Some(_) => {
+                let l = index[key];
+                let at = located.expect("located");
+                assert_eq!(
+                    (at.seq, at.record.partition as usize, at.record.offset),
+                    (l.seq, l.partition, l.offset),
+                    "key {}",
+                    String::from_utf8_lossy(key)
+                );
+            }
+        }
+    }
+    assert_eq!(
+        engine
+            .stats()
+            .partitions
+            .iter()
+            .map(|p| p.live_bytes)
+            .sum::<u64>(),
+        live_bytes(expected)
+    );
+}
+
+/// Overwrites and deletes 300 keys through both partitions, `round` as the
+/// first version number.
+fn churn(engine: &StorageEngine, expected: &mut Expected, round: u64) {
+    for r in round..round + 3 {
+        for i in 0..300u32 {
+            let key = format!("key-{i:04}").into_bytes();
+            let value = value_for(&key, r, 200 + (i as usize * 13) % 700);
+            engine
+                .put((i as usize + r as usize) % 2, &key, &value)
+                .expect("put");
+            expected.insert(key, Some(value));
+        }
+    }
+    for i in (round as u32..300).step_by(11) {
+        let key = format!("key-{i:04}").into_bytes();
+        engine.delete(i as usize % 2, &key).expect("delete");
+        expected.insert(key, None);
+    }
+}
+
+#[test]
+fn a_clean_close_leaves_checkpoints_that_the_next_open_starts_from() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut expected = Expected::new();
+    let ends: Vec<u64> = {
+        let engine = StorageEngine::open(config(dir.path())).expect("open");
+        churn(&engine, &mut expected, 0);
+        engine.collect_garbage(50).expect("collect");
+        engine
+            .stats()
+            .partitions
+            .iter()
+            .map(|p| p.keylog_end)
+            .collect()
+    };
+    for p in 0..2 {
+        assert!(
+            dir.path()
+                .join(format!("p{p:03}"))
+                .join("checkpoint")
+                .exists()
+        );
+    }
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen");
+    for (p, report) in engine.recovery_report().iter().enumerate() {
+        assert_eq!(report.checkpoint_position, Some(ends[p]), "partition {p}");
+        assert_eq!(report.checkpoints_passed_over, 0);
+    }
+    let stats = engine.stats();
+    assert_eq!(stats.partitions[0].checkpoint_position, ends[0]);
+    assert!(stats.partitions[0].checkpoint_made_at_ms > 0);
+    check(&engine, &expected);
+    check_directory(&engine, &expected);
+    // Writes after the checkpoint, and a clear's effect through one.
+    churn(&engine, &mut expected, 10);
+    drop(engine);
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen again");
+    assert!(dir.path().join("p000").join("checkpoint.prev").exists());
+    check(&engine, &expected);
+    check_directory(&engine, &expected);
+    engine.clear_all(None).expect("clear");
+    let cleared: Expected = expected.keys().map(|k| (k.clone(), None)).collect();
+    drop(engine);
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen after a clear");
+    // (The test index of `check` does not apply clears; the directory does.)
+    check_directory(&engine, &cleared);
+}
+
+#[test]
+fn a_corrupt_checkpoint_is_passed_over_for_the_one_before_or_the_whole_key_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut expected = Expected::new();
+    let first_position;
+    {
+        let engine = StorageEngine::open(config(dir.path())).expect("open");
+        churn(&engine, &mut expected, 0);
+        first_position = engine.stats().partitions[0].keylog_end;
+    }
+    {
+        let engine = StorageEngine::open(config(dir.path())).expect("reopen");
+        churn(&engine, &mut expected, 20);
+    }
+    let p0 = dir.path().join("p000");
+    let flip = |name: &str| {
+        let path = p0.join(name);
+        let mut bytes = std::fs::read(&path).expect("read checkpoint");
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x01;
+        std::fs::write(&path, bytes).expect("write checkpoint");
+    };
+    // A torn new checkpoint left by a crash is never looked at.
+    std::fs::write(p0.join("checkpoint.tmp"), b"SKVCKPT1 torn").expect("tmp");
+    flip("checkpoint");
+    {
+        let engine = StorageEngine::open(config(dir.path())).expect("open past a corrupt one");
+        let report = engine.recovery_report()[0];
+        assert_eq!(report.checkpoints_passed_over, 1);
+        assert_eq!(report.checkpoint_position, Some(first_position));
+        check(&engine, &expected);
+        check_directory(&engine, &expected);
+        engine.sync().expect("sync");
+        // Dropped without a clean close: the damaged files stay as they are.
+        std::mem::forget(engine);
+    }
+    // The lock of the forgotten engine is held by this process: a second
+    // store on a copy of the directory shows both checkpoints damaged.
+    let copy = tempfile::tempdir().expect("tempdir");
+    copy_dir(dir.path(), copy.path());
+    std::fs::remove_file(copy.path().join("LOCK")).ok();
+    let flip_copy = |name: &str| {
+        let path = copy.path().join("p000").join(name);
+        let mut bytes = std::fs::read(&path).expect("read checkpoint");
+        bytes[10] ^= 0x01;
+        std::fs::write(&path, bytes).expect("write checkpoint");
+    };
+    flip_copy("checkpoint.prev");
+    let engine = StorageEngine::open(config(copy.path())).expect("open from the whole key log");
+    let report = engine.recovery_report()[0];
+    assert_eq!(report.checkpoints_passed_over, 2);
+    assert_eq!(report.checkpoint_position, None);
+    check(&engine, &expected);
+    check_directory(&engine, &expected);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            std::fs::create_dir_all(&target).expect("mkdir");
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
 }

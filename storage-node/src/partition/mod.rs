@@ -31,6 +31,7 @@
 //! **Committed end.** Every byte of the value log below the committed end
 //! belongs to a complete record or to padding; range reads never go past it.
 
+mod checkpointing;
 mod commit;
 mod flusher;
 mod gc;
@@ -50,6 +51,7 @@ use parking_lot::{Condvar, Mutex};
 use splitkv_common::message::PartitionReport;
 
 use crate::buffer::WriteBuffer;
+use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StorageError};
 use crate::keylog::KeyLog;
 use crate::node_state::NodeState;
@@ -81,6 +83,12 @@ pub(crate) struct PartitionParts {
     pub(crate) keylog: KeyLog,
     /// Where new records start in the value log.
     pub(crate) next_base: u64,
+    /// The checkpoint the partition opened from, if any.
+    pub(crate) checkpoint: Option<Arc<Checkpoint>>,
+    /// The partition directory.
+    pub(crate) dir: std::path::PathBuf,
+    /// The disk it is on.
+    pub(crate) disk: Arc<dyn crate::disk::Disk>,
 }
 
 /// State guarded by the partition lock.
@@ -98,6 +106,15 @@ struct PartitionState {
     /// Per-write scratch space, pooled so the write path does not allocate
     /// once warm.
     scratch: Vec<Scratch>,
+    /// The partition's checkpoints, changed together with the key log's
+    /// first chunk.
+    checkpoints: Checkpoints,
+}
+
+/// The checkpoint a partition holds in memory: the newest one on disk.
+#[derive(Default)]
+pub(crate) struct Checkpoints {
+    current: Option<Arc<Checkpoint>>,
 }
 
 impl PartitionState {
@@ -160,6 +177,11 @@ pub(crate) struct Partition {
     queue: WriteQueue,
     counters: PartitionCounters,
     threads: Mutex<Threads>,
+    /// Held while a checkpoint is made: one at a time.
+    checkpointing: Mutex<()>,
+    /// The partition directory (its checkpoints' home).
+    dir: std::path::PathBuf,
+    disk: Arc<dyn crate::disk::Disk>,
     /// The key log's end, published after every append (for readers that
     /// follow the key log).
     keylog_end: tokio::sync::watch::Sender<u64>,
@@ -187,6 +209,9 @@ impl Partition {
             }
         }
         let keylog_end = parts.keylog.end();
+        let checkpoints = Checkpoints {
+            current: parts.checkpoint.clone(),
+        };
         let partition = Arc::new(Self {
             id,
             vlog: parts.vlog,
@@ -199,12 +224,16 @@ impl Partition {
                 flush_queue: Some(flush_tx),
                 closing: false,
                 scratch: Vec::new(),
+                checkpoints,
             }),
             buffer_freed: Condvar::new(),
             commit: GroupCommit::new(keylog_end),
             queue: WriteQueue::new(),
             counters: PartitionCounters::default(),
             threads: Mutex::new(Threads::default()),
+            checkpointing: Mutex::new(()),
+            dir: parts.dir,
+            disk: parts.disk,
             keylog_end: tokio::sync::watch::Sender::new(keylog_end),
             node,
         });
@@ -253,9 +282,14 @@ impl Partition {
 
     /// A snapshot of the partition's counters and ends.
     pub(crate) fn report(&self) -> PartitionReport {
-        let (committed_end, keylog_end, keylog_entries) = {
+        let (committed_end, keylog_end, keylog_entries, checkpoint) = {
             let st = self.state.lock();
-            (st.committed_end(), st.keylog.end(), st.keylog.entries())
+            (
+                st.committed_end(),
+                st.keylog.end(),
+                st.keylog.entries(),
+                st.checkpoints.current.clone(),
+            )
         };
         let c = &self.counters;
         let usage = self.node.directory.partition_usage(self.id);
@@ -274,6 +308,9 @@ impl Partition {
             gc_runs: c.gc_runs.load(Ordering::Relaxed),
             reclaimed_bytes: c.reclaimed_bytes.load(Ordering::Relaxed),
             relocations: c.relocations.load(Ordering::Relaxed),
+            checkpoint_position: checkpoint.as_ref().map_or(0, |c| c.position),
+            checkpoint_seq: checkpoint.as_ref().map_or(0, |c| c.max_seq),
+            checkpoint_made_at_ms: checkpoint.as_ref().map_or(0, |c| c.made_at_ms),
             live_bytes: usage.live_bytes,
             dead_bytes: usage.dead_bytes,
         }

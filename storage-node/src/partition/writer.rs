@@ -559,6 +559,7 @@ mod tests {
             flush_queue: None,
             closing: false,
             scratch: Vec::new(),
+            checkpoints: super::super::Checkpoints::default(),
         };
         (dir, st)
     }

@@ -115,6 +115,11 @@ pub struct EngineArgs {
     /// limit).
     #[arg(long, default_value_t = GcConfig::default().copy_bytes_per_s)]
     gc_copy_bytes_per_s: u64,
+    /// Checkpoint a partition's key log also while serving, once this many
+    /// bytes were appended since its last checkpoint (0, the default: only
+    /// at a clean stop).
+    #[arg(long, default_value_t = GcConfig::default().checkpoint_every_keylog_bytes)]
+    checkpoint_every_keylog_bytes: u64,
 }
 
 impl EngineArgs {
@@ -128,6 +133,7 @@ impl EngineArgs {
             interval_ms: self.gc_interval_ms,
             min_dead_percent: self.gc_min_dead_percent,
             copy_bytes_per_s: self.gc_copy_bytes_per_s,
+            checkpoint_every_keylog_bytes: self.checkpoint_every_keylog_bytes,
         };
         config.limits = Limits {
             max_key_bytes: self.max_key_bytes,
