@@ -155,13 +155,7 @@ impl StorageEngine {
             match Partition::open(id, Arc::clone(&node), r.parts) {
                 Ok(partition) => partitions.push(partition),
                 Err(e) => {
-                    // Stop the threads of the partitions already open.
-                    for partition in &partitions {
-                        partition.begin_close();
-                    }
-                    for partition in &partitions {
-                        let _ = partition.finish_close();
-                    }
+                    stop_partitions(&partitions);
                     return Err(e);
                 }
             }
@@ -169,12 +163,7 @@ impl StorageEngine {
         let collector = match Collector::start(partitions.clone(), config.gc) {
             Ok(collector) => collector,
             Err(e) => {
-                for partition in &partitions {
-                    partition.begin_close();
-                }
-                for partition in &partitions {
-                    let _ = partition.finish_close();
-                }
+                stop_partitions(&partitions);
                 return Err(e);
             }
         };
@@ -497,6 +486,16 @@ impl Drop for StorageEngine {
         if let Err(e) = self.close() {
             tracing::error!("closing the storage engine: {e}");
         }
+    }
+}
+
+/// Stops the threads of partitions opened before an open failed.
+fn stop_partitions(partitions: &[Arc<Partition>]) {
+    for partition in partitions {
+        partition.begin_close();
+    }
+    for partition in partitions {
+        let _ = partition.finish_close();
     }
 }
 
