@@ -5,6 +5,7 @@
 
 pub mod certs;
 pub mod client;
+pub mod clock;
 pub mod frame;
 pub mod limits;
 pub mod message;

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use splitkv_common::client::BatchOp;
 
@@ -33,14 +33,7 @@ pub const CYCLE_BUDGET: Duration = Duration::from_millis(1000 / CYCLES_PER_SECON
 /// partition.
 const KEYS_PER_STEP: usize = 256;
 
-/// The current Unix time in milliseconds (0 if the clock is before 1970).
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
-        })
-}
+pub use splitkv_common::clock::now_ms;
 
 /// True if a version expiring at `expire_at_ms` (0: never) has expired at
 /// `now_ms`: the clock is past its time.

@@ -21,6 +21,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::Mutex;
 use splitkv_common::record::{EntryKind, KeyEntry};
 
@@ -90,8 +92,10 @@ pub(crate) struct KeyDirectory {
     shards: Box<[Mutex<KeyMap>]>,
     /// Per partition: segment id → usage.
     usage: Box<[Mutex<BTreeMap<u64, SegmentUsage>>]>,
-    /// Every version with a lower sequence number was cleared.
-    cleared_below: Mutex<u64>,
+    /// Every version with a lower sequence number was cleared. Raised
+    /// before a clear sweeps the shards and read under a shard's lock, so
+    /// that a put either meets the raised bound or is swept.
+    cleared_below: AtomicU64,
 }
 
 impl KeyDirectory {
@@ -104,7 +108,7 @@ impl KeyDirectory {
             usage: (0..partitions)
                 .map(|_| Mutex::new(BTreeMap::new()))
                 .collect(),
-            cleared_below: Mutex::new(0),
+            cleared_below: AtomicU64::new(0),
         }
     }
 
@@ -138,11 +142,12 @@ impl KeyDirectory {
 
     fn apply_put(&self, place: Place, key: &[u8]) {
         self.add_written(&place);
-        if place.seq < *self.cleared_below.lock() {
+        let mut shard = self.shard(key).lock();
+        if place.seq < self.cleared_below.load(Ordering::Acquire) {
+            drop(shard);
             self.add_dead(&place);
             return;
         }
-        let mut shard = self.shard(key).lock();
         let Some(current) = shard.get_mut(key) else {
             shard.insert(key.into(), Version::Live(place));
             return;
@@ -166,11 +171,11 @@ impl KeyDirectory {
     }
 
     fn apply_gone(&self, key: &[u8], through: u64) {
-        if through < *self.cleared_below.lock() {
+        let mut shard = self.shard(key).lock();
+        if through < self.cleared_below.load(Ordering::Acquire) {
             // Everything it could remove was cleared already.
             return;
         }
-        let mut shard = self.shard(key).lock();
         let superseded = match shard.get_mut(key) {
             None => {
                 shard.insert(key.into(), Version::Gone { through });
@@ -197,9 +202,7 @@ impl KeyDirectory {
     }
 
     fn apply_clear(&self, seq: u64) {
-        let mut cleared_below = self.cleared_below.lock();
-        *cleared_below = (*cleared_below).max(seq);
-        let below = *cleared_below;
+        let below = self.cleared_below.fetch_max(seq, Ordering::AcqRel).max(seq);
         for shard in self.shards.iter() {
             let mut dead = Vec::new();
             shard.lock().retain(|_, version| match *version {

@@ -469,7 +469,7 @@ impl StorageEngine {
         // the next open reads only the checkpoints.
         if first_error.is_none() && self.node.check_writable().is_ok() {
             for partition in &self.partitions {
-                if let Err(e) = partition.write_checkpoint(crate::gc::now_ms()) {
+                if let Err(e) = partition.write_checkpoint(splitkv_common::clock::now_ms()) {
                     first_error.get_or_insert(e);
                 }
             }

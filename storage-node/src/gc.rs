@@ -179,7 +179,7 @@ impl Shared {
             }
             let every = self.config.checkpoint_every_keylog_bytes;
             if every > 0 && partition.keylog_bytes_since_checkpoint() >= every {
-                partition.write_checkpoint(crate::gc::now_ms())?;
+                partition.write_checkpoint(splitkv_common::clock::now_ms())?;
             }
         }
         Ok(report)
@@ -245,13 +245,6 @@ pub(crate) fn choose_segment(
         }
     }
     best.map(|(id, _)| id)
-}
-
-/// The wall clock in Unix milliseconds.
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Of the foreground's written bytes, the share the GC may copy on top of

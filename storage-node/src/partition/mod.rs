@@ -304,7 +304,7 @@ impl Partition {
             committed_end,
             keylog_end,
             keylog_entries,
-            segments: self.vlog.segment_ids().len() as u64,
+            segments: self.vlog.segment_count() as u64,
             gc_runs: c.gc_runs.load(Ordering::Relaxed),
             reclaimed_bytes: c.reclaimed_bytes.load(Ordering::Relaxed),
             relocations: c.relocations.load(Ordering::Relaxed),

@@ -134,6 +134,11 @@ impl ValueLog {
         (self.segment_of(offset) + 1) * self.segment_bytes
     }
 
+    /// How many segments have a file.
+    pub(crate) fn segment_count(&self) -> usize {
+        self.segments.read().len()
+    }
+
     /// The ids of the segments that have a file, oldest first.
     pub(crate) fn segment_ids(&self) -> Vec<u64> {
         self.segments.read().keys().copied().collect()
