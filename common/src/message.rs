@@ -53,7 +53,7 @@ pub fn follow_chunk_cost(frame_bytes: usize) -> u64 {
 }
 
 /// Version of this protocol; a node refuses a peer that speaks another.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// Application error codes with which a storage node closes a connection.
 pub mod close_code {
@@ -318,10 +318,15 @@ pub struct PartitionReport {
     pub large_writes: u64,
     /// Committed end of the value log.
     pub committed_end: u64,
+    /// First key-log position the node still holds: the chunks below it
+    /// were deleted once two checkpoints covered them.
+    pub keylog_start: u64,
     /// End of the key log.
     pub keylog_end: u64,
-    /// Entries in the key log (its every put, delete and clear; a follower
-    /// that has applied as many is caught up).
+    /// Entries an export of the key log from the start yields now: the
+    /// current checkpoint's and those of the key log after its position
+    /// (every put, delete and clear there). A follower that has applied as
+    /// many since its export began is caught up.
     pub keylog_entries: u64,
     /// Value-log segment files.
     pub segments: u64,

@@ -34,10 +34,8 @@ pub(crate) struct Merged {
 }
 
 /// Key-log bytes of a one-entry frame with an 8-byte key, the smallest
-/// common entry: a rebuild pre-sizes the index for the key logs' total
-/// bytes divided by this (a log with longer keys or batches is estimated
-/// short and the index grows the rest of the way; one full of overwrites is
-/// estimated long, and the tables shrink again when tombstones are dropped).
+/// common entry: a merge sizes its list of changes for a chunk's bytes
+/// divided by this.
 const PRESIZE_ENTRY_BYTES: u64 =
     (record::FRAME_HEADER_BYTES + record::ENTRY_HEADER_BYTES + 8) as u64;
 
@@ -162,9 +160,11 @@ pub(crate) async fn pull_tails(inner: &Arc<Inner>) -> Result<u64> {
     Ok(entries)
 }
 
-/// Reserves index room for the keys the storage node's key logs hold, as
-/// estimated from their lengths; without the node's stats the index grows
-/// as keys arrive.
+/// Reserves index room for the entries the exports will bring (each
+/// partition's checkpoint and the key log after it, as the storage node
+/// counts them): at least the keys, more when the log after the
+/// checkpoints holds overwrites (the tables shrink again when tombstones
+/// are dropped). Without the node's stats the index grows as keys arrive.
 async fn presize(inner: &Inner) {
     let report = match inner.client.stats() {
         Ok(call) => call.wait().await,
@@ -172,8 +172,8 @@ async fn presize(inner: &Inner) {
     };
     match report {
         Ok(report) => {
-            let log_bytes: u64 = report.partitions.iter().map(|p| p.keylog_end).sum();
-            inner.index.reserve(log_bytes / PRESIZE_ENTRY_BYTES);
+            let entries: u64 = report.partitions.iter().map(|p| p.keylog_entries).sum();
+            inner.index.reserve(entries);
         }
         Err(e) => tracing::debug!("no stats to pre-size the index from: {e}"),
     }

@@ -1,6 +1,8 @@
-//! Garbage collection seen from the compute node: reads of records that a
-//! collection moved, by an engine whose index still names the old place
-//! and by one that rebuilt its index after the collection.
+//! Garbage collection and checkpoints seen from the compute node: reads of
+//! records that a collection moved, by an engine whose index still names
+//! the old place and by one that rebuilt its index after the collection;
+//! rebuilds and readers that start from checkpoints once the key log below
+//! them is gone.
 
 mod support;
 
@@ -106,4 +108,86 @@ fn a_restarted_storage_node_serves_every_key_after_collections_and_a_new_write_w
     node.resume();
     let engine = node.connect();
     check(&engine, &expected);
+}
+
+#[test]
+fn compute_nodes_rebuild_from_checkpoints_once_the_key_log_below_them_is_gone() {
+    let mut node = StorageNode::start_with_segments(2, 256 << 10, SEGMENT_BYTES);
+    let mut expected = HashMap::new();
+    let mut written = 0u64;
+    // Three clean stops, each after thousands of overwrites and some
+    // deletes: each stop checkpoints, and the third deletes the key-log
+    // chunks below the second one's predecessor.
+    for round in 0..3u64 {
+        let engine = node.connect();
+        for i in 0..3000u32 {
+            let key = format!("key-{:04}", i % 1200).into_bytes();
+            let value = value_for(&key, round * 10_000 + u64::from(i), 64);
+            engine.put(&key, &value).expect("put");
+            expected.insert(key, Some(value));
+            written += 1;
+        }
+        for i in (round as u32..1200).step_by(7) {
+            let key = format!("key-{i:04}").into_bytes();
+            engine.delete(&key).expect("delete");
+            expected.insert(key, None);
+            written += 1;
+        }
+        drop(engine);
+        node.stop();
+        node.resume();
+    }
+    let stats = node.storage_stats();
+    let written_to: Vec<_> = stats
+        .partitions
+        .iter()
+        .filter(|p| p.keylog_end > 0)
+        .collect();
+    assert!(!written_to.is_empty());
+    for (p, report) in written_to.iter().enumerate() {
+        assert!(
+            report.keylog_start >= support::SMALL_KEYLOG_CHUNK_BYTES as u64,
+            "written partition {p} deleted its first chunks: {report:?}"
+        );
+        assert!(report.keylog_start <= report.checkpoint_position);
+    }
+    // An export yields each partition's checkpoint: its keys, not the
+    // history.
+    let exported: u64 = stats.partitions.iter().map(|p| p.keylog_entries).sum();
+    assert!(
+        exported <= 2 * 1200 + 1,
+        "{exported} entries exported of {written} written"
+    );
+
+    let engine = node.connect();
+    check(&engine, &expected);
+    let live = expected.values().filter(|v| v.is_some()).count() as u64;
+    assert_eq!(engine.len(), live, "no deleted key came back");
+
+    // A reader rebuilt from the same checkpoints has applied all there is,
+    // and follows what comes after them.
+    let reader = node.connect_reader_view();
+    let handle = reader.handle().clone();
+    let lag = handle
+        .block_on(reader.replication_async())
+        .expect("replication");
+    assert_eq!(lag.lag_entries, 0, "{lag:?}");
+    engine
+        .put(b"key-0000", b"after the checkpoints")
+        .expect("put");
+    assert!(expected[&b"key-0001"[..]].is_some());
+    assert!(engine.delete(b"key-0001").expect("delete"));
+    assert!(reader.wait_until(std::time::Duration::from_secs(10), |r| {
+        r.has_applied(&engine.applied_seqs())
+    }));
+    assert_eq!(
+        reader.get(b"key-0000").expect("get").as_deref(),
+        Some(&b"after the checkpoints"[..])
+    );
+    assert_eq!(reader.get(b"key-0001").expect("get"), None);
+    assert_eq!(reader.len(), engine.len());
+    let lag = handle
+        .block_on(reader.replication_async())
+        .expect("replication");
+    assert_eq!(lag.lag_entries, 0, "{lag:?}");
 }

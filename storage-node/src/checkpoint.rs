@@ -106,6 +106,38 @@ impl Checkpoint {
         })
     }
 
+    /// Copies whole frames of the body that hold an entry with a sequence
+    /// number of at least `min_seq` into `out`, from body offset `from` (0,
+    /// or an offset this method returned), until `out` holds about
+    /// `max_bytes` (at least one frame when any is left). Returns the body
+    /// offset to continue from: the body's length once it is exhausted.
+    pub(crate) fn read_frames(
+        &self,
+        from: usize,
+        min_seq: u64,
+        max_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> usize {
+        let start_len = out.len();
+        let mut at = from;
+        while at < self.body.len() {
+            let Ok((frame, used)) = record::decode_frame(&self.body[at..]) else {
+                debug_assert!(false, "a verified body holds only whole frames");
+                return self.body.len();
+            };
+            if out.len() > start_len && out.len() - start_len + used > max_bytes {
+                return at;
+            }
+            if let Frame::Entries(entries) = frame
+                && entries.max_seq() >= min_seq
+            {
+                out.extend_from_slice(&self.body[at..at + used]);
+            }
+            at += used;
+        }
+        at
+    }
+
     /// Calls `f` with every entry of the body.
     pub(crate) fn for_each_entry(&self, mut f: impl FnMut(&KeyEntry<'_>)) {
         let mut at = 0;

@@ -17,8 +17,8 @@ use crate::gc::{Collector, GcReport};
 use crate::manifest::{EpochFile, Manifest};
 use crate::node_state::{NodeSettings, NodeState};
 use crate::partition::{
-    ExportProgress, OwnedWrite, Partition, RangeRead, RecordBytes, Submitted, WriteCompletion,
-    WriteOp,
+    ExportCursor, ExportProgress, OwnedWrite, Partition, RangeRead, RecordBytes, Submitted,
+    WriteCompletion, WriteOp,
 };
 use crate::recovery::{self, PartitionRecovery};
 use crate::uring::IoEngineKind;
@@ -359,18 +359,22 @@ impl StorageEngine {
     }
 
     /// Appends to `out` about `max_bytes` of complete key-log frames of
-    /// `partition`, from position `from` (0 to start), that hold entries with
-    /// a sequence number of at least `min_seq`.
+    /// `partition`, from `cursor` on ([`ExportCursor::start`] to start: the
+    /// current checkpoint's frames, then the key log after it), that hold
+    /// entries with a sequence number of at least `min_seq`. An export from
+    /// the start yields every entry that still decides a key, so that the
+    /// highest sequence number per key across partitions is what the whole
+    /// key logs say.
     pub fn export_keylog(
         &self,
         partition: usize,
-        from: u64,
+        cursor: &ExportCursor,
         min_seq: u64,
         max_bytes: usize,
         out: &mut Vec<u8>,
     ) -> Result<ExportProgress> {
         self.partition(partition)?
-            .export(from, min_seq, max_bytes, out)
+            .export(cursor, min_seq, max_bytes, out)
     }
 
     /// The end of `partition`'s key log, changing after every append, for a

@@ -164,6 +164,23 @@ impl KeyLog {
         self.chunks.iter().take_while(|c| c.is_none()).count() as u64 * self.chunk_bytes
     }
 
+    /// Lets go of the chunks that lie wholly below `position` (the last
+    /// mapped chunk always stays), lowest first, and returns their files
+    /// for the caller to delete in that order, so that the chunks left on
+    /// disk follow one another whatever point a crash interrupts the
+    /// deletion at. Readers holding a snapshot keep their mappings.
+    pub(crate) fn forget_chunks_below(&mut self, position: u64) -> Vec<PathBuf> {
+        let below = (position / self.chunk_bytes) as usize;
+        let last = self.chunks.len().saturating_sub(1);
+        let mut files = Vec::new();
+        for index in 0..below.min(last) {
+            if self.chunks[index].take().is_some() {
+                files.push(self.dir.join(chunk_file_name(index as u64)));
+            }
+        }
+        files
+    }
+
     fn scan(&mut self) -> io::Result<ScanSummary> {
         let mut summary = ScanSummary::default();
         let mut cut = None;

@@ -39,8 +39,8 @@ pub use error::StorageError;
 pub use gc::{GcConfig, GcReport};
 pub use keylog::ScanSummary;
 pub use partition::{
-    ExportProgress, MAX_QUEUED_WRITES_PER_PARTITION, MAX_RANGE_BYTES, OwnedOp, OwnedWrite,
-    RangeRead, RecordBytes, Submitted, WriteCompletion, WriteOp,
+    ExportCursor, ExportProgress, MAX_QUEUED_WRITES_PER_PARTITION, MAX_RANGE_BYTES, OwnedOp,
+    OwnedWrite, RangeRead, RecordBytes, Submitted, WriteCompletion, WriteOp,
 };
 pub use splitkv_common::message::{PartitionReport, WireError, WriteAck};
 pub use uring::IoEngineKind;

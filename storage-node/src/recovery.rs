@@ -99,7 +99,18 @@ pub(crate) fn recover_partition(
         keylog: scan,
         ..PartitionRecovery::default()
     };
-    let checkpoint = choose_checkpoint(disk, &dir, &keylog, &mut report)?;
+    let (checkpoint, checkpoint_is_current_file) =
+        match choose_checkpoint(disk, &dir, &keylog, &mut report)? {
+            Some((c, name)) => (Some(c), name == checkpoint::CURRENT),
+            None => (None, false),
+        };
+    let keylog_entries_before_checkpoint = checkpoint.as_ref().map_or(0, |c| {
+        let mut after = 0u64;
+        keylog
+            .snapshot()
+            .for_each_entry(c.position..u64::MAX, |_| after += 1);
+        keylog.entries().saturating_sub(after)
+    });
     let mut slots = [BufferSlot::Flushed, BufferSlot::Flushed];
     let mut read_only_reason = None;
     let mut replayed = Vec::new();
@@ -164,6 +175,8 @@ pub(crate) fn recover_partition(
             keylog,
             next_base,
             checkpoint,
+            checkpoint_is_current_file,
+            keylog_entries_before_checkpoint,
             dir: dir.clone(),
             disk: Arc::clone(disk_arc),
         },
@@ -173,13 +186,13 @@ pub(crate) fn recover_partition(
 }
 
 /// The checkpoint to open the partition from (see the module
-/// documentation), `None` to read the whole key log.
+/// documentation) and its file's name, `None` to read the whole key log.
 fn choose_checkpoint(
     disk: &dyn Disk,
     dir: &Path,
     keylog: &KeyLog,
     report: &mut PartitionRecovery,
-) -> Result<Option<Arc<Checkpoint>>> {
+) -> Result<Option<(Arc<Checkpoint>, &'static str)>> {
     let (current, previous) = checkpoint::load(disk, dir);
     let usable = |found: Result<Arc<Checkpoint>, String>| match found {
         Ok(c) if c.position >= keylog.first_position() && c.position <= keylog.end() => Ok(c),
@@ -206,7 +219,7 @@ fn choose_checkpoint(
                     );
                 }
                 report.checkpoint_position = Some(c.position);
-                return Ok(Some(c));
+                return Ok(Some((c, name)));
             }
             Err(reason) if reason == "none" => {}
             Err(reason) => {

@@ -507,3 +507,133 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Key-log chunk files of partition directory `partition`, by index.
+fn keylog_chunks(partition: &Path) -> Vec<u64> {
+    let mut chunks: Vec<u64> = std::fs::read_dir(partition)
+        .expect("partition dir")
+        .filter_map(|e| {
+            let name = e.expect("entry").file_name().into_string().ok()?;
+            name.strip_prefix("key-")?
+                .strip_suffix(".log")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    chunks.sort_unstable();
+    chunks
+}
+
+/// Entries an export of `partition` from the start yields.
+fn exported_entries(engine: &StorageEngine, partition: usize) -> u64 {
+    let mut cursor = storage_node::ExportCursor::start();
+    let mut entries = 0;
+    loop {
+        let mut out = Vec::new();
+        let progress = engine
+            .export_keylog(partition, &cursor, 0, 64 << 10, &mut out)
+            .expect("export");
+        let mut at = 0;
+        while at < out.len() {
+            let (frame, used) = splitkv_common::record::decode_frame(&out[at..]).expect("frame");
+            if let splitkv_common::record::Frame::Entries(frame) = frame {
+                entries += frame.iter().count() as u64;
+            }
+            at += used;
+        }
+        if progress.caught_up {
+            return entries;
+        }
+        cursor = progress.next;
+    }
+}
+
+#[test]
+fn key_log_chunks_below_the_previous_checkpoint_go_and_exports_start_from_the_checkpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut expected = Expected::new();
+    let mut written = 0u64;
+    // Each open overwrites 300 keys 20 times (small values, so the key log
+    // grows by chunks) and closes cleanly, leaving a checkpoint.
+    let mut positions = Vec::new();
+    for round in 0..3u64 {
+        let engine = StorageEngine::open(config(dir.path())).expect("open");
+        for r in 0..20 {
+            for i in 0..300u32 {
+                let key = format!("key-{i:04}").into_bytes();
+                let value = value_for(&key, round * 100 + r, 16);
+                engine.put(i as usize % 2, &key, &value).expect("put");
+                expected.insert(key, Some(value));
+                written += 1;
+            }
+        }
+        for i in (round as u32..300).step_by(13) {
+            let key = format!("key-{i:04}").into_bytes();
+            engine.delete((i as usize + 1) % 2, &key).expect("delete");
+            expected.insert(key, None);
+            written += 1;
+        }
+        positions.push(engine.stats().partitions[0].keylog_end);
+    }
+    let p0 = dir.path().join("p000");
+    let chunk_bytes = 64 << 10;
+    // The third close made the second checkpoint the previous one: every
+    // chunk wholly below it is gone, and none at or above.
+    let chunks = keylog_chunks(&p0);
+    assert_eq!(
+        chunks[0],
+        positions[1] / chunk_bytes,
+        "{chunks:?} {positions:?}"
+    );
+    assert!(chunks[0] >= 2, "{chunks:?}");
+    assert!(chunks.windows(2).all(|w| w[1] == w[0] + 1));
+
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen");
+    let report = engine.recovery_report()[0];
+    assert_eq!(report.checkpoint_position, Some(positions[2]));
+    let stats = engine.stats();
+    assert_eq!(stats.partitions[0].keylog_start, chunks[0] * chunk_bytes);
+    check(&engine, &expected);
+    check_directory(&engine, &expected);
+    // An export yields the checkpoint's entries, as many as the stats say:
+    // the keys, not the history.
+    let mut exported = 0;
+    for p in 0..2 {
+        let entries = exported_entries(&engine, p);
+        assert_eq!(entries, stats.partitions[p].keylog_entries, "partition {p}");
+        exported += entries;
+    }
+    assert!(exported <= 2 * 300 + 2, "{exported} of {written}");
+    // Writes after the checkpoint come after its entries in an export, and
+    // count.
+    churn(&engine, &mut expected, 50);
+    let stats = engine.stats();
+    for p in 0..2 {
+        assert_eq!(
+            exported_entries(&engine, p),
+            stats.partitions[p].keylog_entries
+        );
+    }
+    check(&engine, &expected);
+    drop(engine);
+
+    // With the key log below them gone, a store whose two checkpoints are
+    // both damaged is refused with the reason, not opened with keys lost.
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen");
+    check(&engine, &expected);
+    drop(engine);
+    for name in ["checkpoint", "checkpoint.prev"] {
+        let path = p0.join(name);
+        let mut bytes = std::fs::read(&path).expect("read checkpoint");
+        bytes[70] ^= 0x01;
+        std::fs::write(&path, bytes).expect("write checkpoint");
+    }
+    let message = StorageEngine::open(config(dir.path()))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        message.contains("no checkpoint can be opened") && message.contains("was deleted"),
+        "{message}"
+    );
+}

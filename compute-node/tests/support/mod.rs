@@ -15,6 +15,9 @@ use storage_node::server::{Server, ServerConfig};
 use storage_node::{StorageConfig, StorageEngine};
 use tokio::sync::oneshot;
 
+/// Key-log chunk size of a storage node started with small segments.
+pub const SMALL_KEYLOG_CHUNK_BYTES: usize = 64 << 10;
+
 /// A storage node and the files it uses.
 pub struct StorageNode {
     pub dir: tempfile::TempDir,
@@ -54,7 +57,10 @@ impl StorageNode {
 
     /// Like [`StorageNode::start_with_value_limit`], with value-log segments
     /// of `segment_bytes` and no garbage collection but what
-    /// [`StorageNode::collect_garbage`] asks for.
+    /// [`StorageNode::collect_garbage`] asks for; with segments of other
+    /// than the default size, key-log chunks are small too
+    /// ([`SMALL_KEYLOG_CHUNK_BYTES`]), so that a few clean stops delete
+    /// some.
     pub fn start_with_segments(
         partitions: usize,
         max_value_bytes: usize,
@@ -99,6 +105,7 @@ impl StorageNode {
         if self.segment_bytes != storage_node::config::DEFAULT_SEGMENT_BYTES {
             config.gc.interval_ms = 0;
             config.gc.copy_bytes_per_s = 0;
+            config.keylog_chunk_bytes = SMALL_KEYLOG_CHUNK_BYTES;
         }
         let engine = Arc::new(StorageEngine::open(config).expect("open storage engine"));
         let identity =
@@ -158,6 +165,12 @@ impl StorageNode {
                 .map(|p| p.deletes)
                 .sum()
         })
+    }
+
+    /// The storage node's stats.
+    #[allow(dead_code, reason = "used by gc.rs only")]
+    pub fn storage_stats(&self) -> storage_node::StorageStats {
+        self.running.as_ref().expect("running").engine.stats()
     }
 
     /// Runs garbage collection on the storage node now.

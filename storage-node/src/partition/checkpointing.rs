@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::Partition;
+use super::{Checkpoints, Partition};
 use crate::checkpoint::{self, Fold};
 use crate::error::{Result, StorageError};
 
@@ -24,14 +24,19 @@ impl Partition {
     /// Makes a checkpoint of the key log as it is now, made at `now_ms`,
     /// unless nothing was appended since the current one: the frames it
     /// covers are synced first, then the checkpoint is written, synced and
-    /// made current. Returns whether one was made.
+    /// made current, and the one it replaces becomes `checkpoint.prev`.
+    /// Then the key-log chunks wholly below that previous one go, so that
+    /// either checkpoint can still be opened from. Returns whether one was
+    /// made.
     pub(crate) fn write_checkpoint(&self, now_ms: u64) -> Result<bool> {
         let _one_at_a_time = self.checkpointing.lock();
-        let (snapshot, base, first) = {
+        let (snapshot, entries, base, base_is_current_file, first) = {
             let st = self.state.lock();
             (
                 st.keylog.snapshot(),
+                st.keylog.entries(),
                 st.checkpoints.current.clone(),
+                st.checkpoints.is_current_file,
                 st.keylog.first_position(),
             )
         };
@@ -50,7 +55,35 @@ impl Partition {
         snapshot.for_each_entry(from..position, |entry| fold.add(entry));
         let made = fold.finish(position, now_ms);
         checkpoint::store(&*self.disk, &self.dir, &made).map_err(failed)?;
-        self.state.lock().checkpoints.current = Some(Arc::new(made));
+        let unneeded = {
+            let mut st = self.state.lock();
+            st.checkpoints = Checkpoints {
+                current: Some(Arc::new(made)),
+                is_current_file: true,
+                keylog_entries_before: entries,
+            };
+            // The replaced checkpoint is `checkpoint.prev` now only if it
+            // was the current file; otherwise the previous file is one that
+            // did not verify, and the key log below stays for the fallback.
+            match &base {
+                Some(previous) if base_is_current_file => {
+                    st.keylog.forget_chunks_below(previous.position)
+                }
+                _ => Vec::new(),
+            }
+        };
+        if !unneeded.is_empty() {
+            let failed = |e| {
+                StorageError::io(
+                    format!("deleting key-log chunks of partition {}", self.id),
+                    e,
+                )
+            };
+            for file in &unneeded {
+                self.disk.remove_file(file).map_err(failed)?;
+            }
+            self.disk.sync_dir(&self.dir).map_err(failed)?;
+        }
         Ok(true)
     }
 }

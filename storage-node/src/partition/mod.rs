@@ -57,7 +57,7 @@ use crate::keylog::KeyLog;
 use crate::node_state::NodeState;
 
 pub use queue::{MAX_QUEUED_WRITES_PER_PARTITION, OwnedOp, OwnedWrite, Submitted, WriteCompletion};
-pub use reader::{ExportProgress, MAX_RANGE_BYTES, RangeRead, RecordBytes};
+pub use reader::{ExportCursor, ExportProgress, MAX_RANGE_BYTES, RangeRead, RecordBytes};
 pub(crate) use slot::BufferSlot;
 pub use writer::WriteOp;
 
@@ -85,6 +85,12 @@ pub(crate) struct PartitionParts {
     pub(crate) next_base: u64,
     /// The checkpoint the partition opened from, if any.
     pub(crate) checkpoint: Option<Arc<Checkpoint>>,
+    /// Whether that checkpoint is the file `checkpoint` (not
+    /// `checkpoint.prev`, opened for want of a current one that verifies).
+    pub(crate) checkpoint_is_current_file: bool,
+    /// Entries of the key log below the checkpoint's position, as
+    /// [`KeyLog::entries`] counts them.
+    pub(crate) keylog_entries_before_checkpoint: u64,
     /// The partition directory.
     pub(crate) dir: std::path::PathBuf,
     /// The disk it is on.
@@ -111,10 +117,28 @@ struct PartitionState {
     checkpoints: Checkpoints,
 }
 
-/// The checkpoint a partition holds in memory: the newest one on disk.
+/// The checkpoint a partition holds in memory: the newest one on disk,
+/// where exports start.
 #[derive(Default)]
 pub(crate) struct Checkpoints {
     current: Option<Arc<Checkpoint>>,
+    /// Whether `current` is the file `checkpoint`: storing the next one
+    /// then makes it `checkpoint.prev`, and the key log below it may go.
+    is_current_file: bool,
+    /// Entries of the key log below `current`'s position, as
+    /// [`KeyLog::entries`] counts them.
+    keylog_entries_before: u64,
+}
+
+impl Checkpoints {
+    /// Entries an export from the start yields: the checkpoint's, then the
+    /// key log's after its position, of `keylog_entries` in all.
+    fn export_entries(&self, keylog_entries: u64) -> u64 {
+        match &self.current {
+            Some(c) => c.entries + keylog_entries.saturating_sub(self.keylog_entries_before),
+            None => keylog_entries,
+        }
+    }
 }
 
 impl PartitionState {
@@ -211,6 +235,8 @@ impl Partition {
         let keylog_end = parts.keylog.end();
         let checkpoints = Checkpoints {
             current: parts.checkpoint.clone(),
+            is_current_file: parts.checkpoint_is_current_file,
+            keylog_entries_before: parts.keylog_entries_before_checkpoint,
         };
         let partition = Arc::new(Self {
             id,
@@ -282,12 +308,13 @@ impl Partition {
 
     /// A snapshot of the partition's counters and ends.
     pub(crate) fn report(&self) -> PartitionReport {
-        let (committed_end, keylog_end, keylog_entries, checkpoint) = {
+        let (committed_end, keylog_start, keylog_end, keylog_entries, checkpoint) = {
             let st = self.state.lock();
             (
                 st.committed_end(),
+                st.keylog.first_position(),
                 st.keylog.end(),
-                st.keylog.entries(),
+                st.checkpoints.export_entries(st.keylog.entries()),
                 st.checkpoints.current.clone(),
             )
         };
@@ -302,6 +329,7 @@ impl Partition {
             flushed_bytes: c.flushed_bytes.load(Ordering::Relaxed),
             large_writes: c.large_writes.load(Ordering::Relaxed),
             committed_end,
+            keylog_start,
             keylog_end,
             keylog_entries,
             segments: self.vlog.segment_count() as u64,

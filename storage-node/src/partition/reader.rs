@@ -8,6 +8,7 @@
 //! cache ([`crate::disk::DiskFile::read_cached_at`]), a range with O_DIRECT.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use splitkv_common::record::{self, RecordError, ValueRecord};
 
@@ -15,6 +16,7 @@ use splitkv_common::message::WireError;
 
 use super::{Partition, PartitionState, value_log};
 use crate::aligned::{AlignedBuf, PooledBuf, align_down, align_up};
+use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StorageError};
 use crate::keylog::BadPosition;
 
@@ -76,14 +78,64 @@ impl RangeRead {
     }
 }
 
+/// Where a key-log export is. An export from the start serves the
+/// partition's current checkpoint first (the entries that still matter as
+/// of its position) and then the key log after that position, so that it
+/// costs the partition's keys rather than its history; what it yields is
+/// what the whole key log yields, decided by sequence number.
+#[derive(Clone)]
+pub struct ExportCursor(At);
+
+#[derive(Clone)]
+enum At {
+    Start,
+    Checkpoint {
+        checkpoint: Arc<Checkpoint>,
+        offset: usize,
+    },
+    Log(u64),
+}
+
+impl ExportCursor {
+    /// The start of an export.
+    pub fn start() -> Self {
+        Self(At::Start)
+    }
+
+    /// Key-log position `position`, the checkpoint left aside: the frames
+    /// of the key log itself from there (a position below the log's first
+    /// chunk kept is refused).
+    pub fn at_position(position: u64) -> Self {
+        Self(At::Log(position))
+    }
+}
+
+impl std::fmt::Debug for ExportCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            At::Start => f.write_str("start"),
+            At::Checkpoint { checkpoint, offset } => write!(
+                f,
+                "checkpoint at {} (body offset {offset})",
+                checkpoint.position
+            ),
+            At::Log(position) => write!(f, "key-log position {position}"),
+        }
+    }
+}
+
 /// Progress of a key-log export.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ExportProgress {
-    /// Position to continue the export from.
-    pub next: u64,
-    /// End of the key log when this chunk was read; the export has caught up
-    /// when `next == end`.
+    /// Where to continue the export from.
+    pub next: ExportCursor,
+    /// The key-log position the export has reached: the checkpoint's
+    /// position while its entries are being served.
+    pub position: u64,
+    /// End of the key log when this chunk was read.
     pub end: u64,
+    /// Whether the export has caught up with `end`.
+    pub caught_up: bool,
 }
 
 impl Partition {
@@ -270,17 +322,64 @@ impl Partition {
         })
     }
 
-    /// Copies complete key-log frames from position `from` holding entries
-    /// with a sequence number of at least `min_seq` into `out` (about
-    /// `max_bytes` of them).
+    /// Copies about `max_bytes` of complete key-log frames holding entries
+    /// with a sequence number of at least `min_seq` into `out`, from
+    /// `cursor` on (see [`ExportCursor`]).
     pub(crate) fn export(
         &self,
-        from: u64,
+        cursor: &ExportCursor,
         min_seq: u64,
         max_bytes: usize,
         out: &mut Vec<u8>,
     ) -> Result<ExportProgress> {
-        let snapshot = self.state.lock().keylog.snapshot();
+        let (snapshot, current, first) = {
+            let st = self.state.lock();
+            (
+                st.keylog.snapshot(),
+                st.checkpoints.current.clone(),
+                st.keylog.first_position(),
+            )
+        };
+        let end = snapshot.end();
+        let at = match (&cursor.0, current) {
+            (At::Start, Some(checkpoint)) => At::Checkpoint {
+                checkpoint,
+                offset: 0,
+            },
+            (At::Start, None) => At::Log(first),
+            (other, _) => other.clone(),
+        };
+        let from = match at {
+            At::Checkpoint { checkpoint, offset } => {
+                let next = checkpoint.read_frames(offset, min_seq, max_bytes, out);
+                let position = checkpoint.position;
+                let next = if next < checkpoint.body.len() {
+                    At::Checkpoint {
+                        checkpoint,
+                        offset: next,
+                    }
+                } else {
+                    At::Log(position)
+                };
+                return Ok(ExportProgress {
+                    caught_up: matches!(next, At::Log(p) if p >= end),
+                    next: ExportCursor(next),
+                    position,
+                    end,
+                });
+            }
+            At::Log(from) => from,
+            At::Start => unreachable!("a start was resolved above"),
+        };
+        if from < first {
+            return Err(StorageError::io(
+                format!("exporting the key log of partition {}", self.id),
+                std::io::Error::other(format!(
+                    "position {from} is below the key log's first chunk kept ({first}): \
+                     newer checkpoints replaced the one the export began from; export again"
+                )),
+            ));
+        }
         let next = snapshot
             .read_frames(from, min_seq, max_bytes, out)
             .map_err(|BadPosition(pos)| {
@@ -291,8 +390,10 @@ impl Partition {
                 )
             })?;
         Ok(ExportProgress {
-            next,
-            end: snapshot.end(),
+            next: ExportCursor(At::Log(next)),
+            position: next,
+            end,
+            caught_up: next >= end,
         })
     }
 }

@@ -11,6 +11,7 @@ use splitkv_common::message::{self, RequestBody, Response, ResponseBody, WireErr
 
 use super::control::{close_for_violation, next_frame};
 use super::{ServerContext, encode_response};
+use crate::ExportCursor;
 
 /// Key-log bytes per export chunk.
 const EXPORT_CHUNK_BYTES: usize = 1 << 20;
@@ -190,7 +191,7 @@ async fn stream_keylog(
         Some(Ok(watch)) => Some(watch),
         None => None,
     };
-    let mut position = 0;
+    let mut cursor = ExportCursor::start();
     // What was sent, counted as the reader counts what it takes.
     let mut sent_cost = 0;
     let mut caught_up_told = false;
@@ -220,17 +221,13 @@ async fn stream_keylog(
         // just its frames and the buffer kept, so that it does not keep a
         // whole buffer alive until the reader acknowledges it.
         let buffer = std::mem::take(&mut export_buffer);
+        let at = cursor.clone();
         let chunk = context
             .disk_read(move |engine| {
                 let mut out = buffer;
                 out.clear();
-                let progress = engine.export_keylog(
-                    partition,
-                    position,
-                    from_seq,
-                    EXPORT_CHUNK_BYTES,
-                    &mut out,
-                );
+                let progress =
+                    engine.export_keylog(partition, &at, from_seq, EXPORT_CHUNK_BYTES, &mut out);
                 (progress, out)
             })
             .await
@@ -251,13 +248,13 @@ async fn stream_keylog(
             export_buffer = buffer;
             Bytes::copy_from_slice(&export_buffer)
         };
-        let done = progress.next >= progress.end;
+        let done = progress.caught_up;
         if !frames.is_empty() || (done && !caught_up_told) {
             caught_up_told |= done;
             let response = Response {
                 id,
                 body: Ok(ResponseBody::ExportChunk {
-                    next: progress.next,
+                    next: progress.position,
                     end: progress.end,
                     done,
                 }),
@@ -278,7 +275,7 @@ async fn stream_keylog(
                 }
             }
         }
-        position = progress.next.max(position);
+        cursor = progress.next;
         if !done {
             continue;
         }

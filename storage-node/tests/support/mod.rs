@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use splitkv_common::record::{self, EntryKind, Frame};
-use storage_node::{StorageConfig, StorageEngine};
+use storage_node::{ExportCursor, StorageConfig, StorageEngine};
 
 /// The newest key-log entry of a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +29,11 @@ pub struct Located {
 pub fn build_index(engine: &StorageEngine) -> HashMap<Vec<u8>, Located> {
     let mut index: HashMap<Vec<u8>, Located> = HashMap::new();
     for partition in 0..engine.partition_count() {
-        let mut from = 0;
+        let mut from = ExportCursor::start();
         loop {
             let mut out = Vec::new();
             let progress = engine
-                .export_keylog(partition, from, 0, 1 << 20, &mut out)
+                .export_keylog(partition, &from, 0, 1 << 20, &mut out)
                 .expect("export");
             let mut at = 0;
             while at < out.len() {
@@ -66,7 +66,7 @@ pub fn build_index(engine: &StorageEngine) -> HashMap<Vec<u8>, Located> {
                 at += used;
             }
             from = progress.next;
-            if progress.next >= progress.end {
+            if progress.caught_up {
                 break;
             }
         }
