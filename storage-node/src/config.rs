@@ -79,12 +79,24 @@ pub struct StorageConfig {
     pub limits: Limits,
     /// Garbage collection.
     pub gc: crate::gc::GcConfig,
+    /// Puts are refused (as disk full, without poisoning the node) while
+    /// the data directory's file system has less free space than this, so
+    /// that garbage collection can always make room; they resume once
+    /// there is more. 0: no reserve.
+    pub disk_reserve_bytes: u64,
 }
+
+/// Default disk reserve: 256 MiB. Garbage collection copies one segment at
+/// a time (at most 32 MiB of live records by default) into segments
+/// preallocated 32 MiB ahead, with key-log chunks of 8 MiB; 256 MiB leaves
+/// room for that several times over, and for the puts under way when the
+/// free space is read (every 8 MiB of puts).
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 256 << 20;
 
 impl StorageConfig {
     /// The defaults (16 partitions, 1 MiB buffers, 8 MiB key-log chunks,
-    /// [`DEFAULT_SEGMENT_BYTES`] segments, mmap durability, io_uring) for
-    /// `data_dir`.
+    /// [`DEFAULT_SEGMENT_BYTES`] segments, mmap durability, io_uring,
+    /// [`DEFAULT_DISK_RESERVE_BYTES`]) for `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
@@ -96,6 +108,7 @@ impl StorageConfig {
             io_engine: IoEngineKind::Uring,
             limits: Limits::default(),
             gc: crate::gc::GcConfig::default(),
+            disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
         }
     }
 }

@@ -56,6 +56,9 @@ pub trait Disk: Send + Sync + 'static {
     /// it. The lock is held until the returned [`FileLock`] is dropped or
     /// the process dies.
     fn try_lock(&self, path: &Path) -> io::Result<FileLock>;
+    /// Bytes an unprivileged writer may still allocate on the file system
+    /// holding `path` (statvfs: available blocks times their size).
+    fn free_bytes(&self, path: &Path) -> io::Result<u64>;
     /// The engine that carries O_DIRECT writes.
     fn io_engine(&self) -> IoEngineKind;
 }
@@ -210,6 +213,20 @@ impl Disk for OsDisk {
             )),
             Err(TryLockError::Error(e)) => Err(e),
         }
+    }
+
+    fn free_bytes(&self, path: &Path) -> io::Result<u64> {
+        let dir = File::open(path)?;
+        let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: the descriptor is open for the call, and fstatvfs fills
+        // the struct it is given when it returns 0.
+        let rc = unsafe { libc::fstatvfs(dir.as_raw_fd(), stats.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: initialized by the successful call above.
+        let stats = unsafe { stats.assume_init() };
+        Ok(stats.f_bavail.saturating_mul(stats.f_frsize))
     }
 
     fn io_engine(&self) -> IoEngineKind {

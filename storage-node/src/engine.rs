@@ -21,6 +21,7 @@ use crate::partition::{
     WriteCompletion, WriteOp,
 };
 use crate::recovery::{self, PartitionRecovery};
+use crate::space::SpaceReserve;
 use crate::uring::IoEngineKind;
 
 /// Range-read buffers kept for reuse (up to 16 MiB each).
@@ -147,6 +148,7 @@ impl StorageEngine {
             keylog_chunk_bytes: manifest.keylog_chunk_bytes,
             range_buffers_kept: RANGE_BUFFERS_KEPT,
             directory,
+            space: SpaceReserve::new(Arc::clone(&disk), dir.clone(), config.disk_reserve_bytes),
         }));
         let mut partitions = Vec::with_capacity(recovered.len());
         let mut reports = Vec::with_capacity(recovered.len());

@@ -182,6 +182,10 @@ impl Shared {
                 partition.write_checkpoint(splitkv_common::clock::now_ms())?;
             }
         }
+        // What the pass freed (or an operator did) lets puts in again.
+        if let Some(partition) = self.partitions.first() {
+            partition.refresh_free_space();
+        }
         Ok(report)
     }
 }

@@ -30,6 +30,7 @@ mod node_state;
 mod partition;
 pub mod recovery;
 pub mod server;
+mod space;
 mod uring;
 
 pub use config::{Durability, Limits, StorageConfig};

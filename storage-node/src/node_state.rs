@@ -16,6 +16,7 @@ use crate::aligned::BufferPool;
 use crate::config::{Durability, Limits};
 use crate::directory::KeyDirectory;
 use crate::error::{Result, StorageError};
+use crate::space::SpaceReserve;
 
 /// Node-wide state shared by all partitions.
 pub(crate) struct NodeState {
@@ -35,6 +36,8 @@ pub(crate) struct NodeState {
     /// Where every key's newest version is, and each segment's live and
     /// dead bytes: every partition applies its committed entries here.
     pub(crate) directory: KeyDirectory,
+    /// Free disk space against the reserve kept for garbage collection.
+    pub(crate) space: SpaceReserve,
 }
 
 /// The settings a [`NodeState`] starts from.
@@ -52,6 +55,8 @@ pub(crate) struct NodeSettings {
     pub(crate) range_buffers_kept: usize,
     /// The directory rebuilt from the key logs on open.
     pub(crate) directory: KeyDirectory,
+    /// The disk reserve.
+    pub(crate) space: SpaceReserve,
 }
 
 impl NodeState {
@@ -67,6 +72,7 @@ impl NodeState {
             keylog_chunk_bytes: settings.keylog_chunk_bytes,
             range_buffers: BufferPool::new(settings.range_buffers_kept),
             directory: settings.directory,
+            space: settings.space,
         }
     }
 
@@ -120,9 +126,13 @@ impl NodeState {
         Ok(())
     }
 
-    /// Why writes are refused, if they are.
+    /// Why writes are refused, if they are: all of them (read-only,
+    /// poisoned), or puts for want of space.
     pub(crate) fn refusing_writes(&self) -> Option<String> {
-        self.check_writable().err().map(|e| e.to_string())
+        self.check_writable()
+            .err()
+            .map(|e| e.to_string())
+            .or_else(|| self.space.refusing_puts())
     }
 
     /// Refuses a write under `epoch` if a newer writer epoch has begun.

@@ -6,6 +6,7 @@ mod support;
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use storage_node::{GcConfig, StorageConfig, StorageEngine, StorageError, WireError};
 use support::faults::{FaultDisk, FaultPlan, Files, Op};
@@ -337,6 +338,48 @@ fn a_full_disk_while_collection_copies_refuses_writes_and_loses_nothing() {
     check(&engine, &expected);
     engine.put(1, b"new", b"value").expect("writable again");
     engine.collect_garbage(40).expect("collect with space");
+    check(&engine, &expected);
+}
+
+#[test]
+fn below_the_disk_reserve_puts_are_refused_but_not_collection_and_resume_once_space_is_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plan = FaultPlan::new();
+    let (engine, mut expected) = half_dead_store(dir.path(), &plan);
+    let reserve = storage_node::config::DEFAULT_DISK_RESERVE_BYTES;
+    // The disk is nearly full: a pass ends by reading the free space.
+    plan.free_bytes.store(reserve - 1, Ordering::SeqCst);
+    let report = engine
+        .collect_garbage(40)
+        .expect("collection writes into the reserve");
+    assert!(report.segments_freed >= 1, "{report:?}");
+    assert!(report.relocated_records > 0, "{report:?}");
+    let refused = engine
+        .put(0, b"new", b"value")
+        .expect_err("below the reserve");
+    let StorageError::Refused(WireError::DiskFull { context }) = &refused else {
+        panic!("refused as disk full, not {refused}");
+    };
+    assert!(context.contains("--disk-reserve-bytes"), "{context}");
+    let refusing = engine.stats().refusing_writes.expect("stats say why");
+    assert!(
+        refusing.contains("kept for garbage collection"),
+        "{refusing}"
+    );
+    // Deletes make room and are not refused; reads go on.
+    engine.delete(0, b"key-0000").expect("delete");
+    expected.insert(b"key-0000".to_vec(), None);
+    check(&engine, &expected);
+    // Space is back: the next pass reads it, and puts resume without a
+    // restart.
+    plan.free_bytes.store(reserve, Ordering::SeqCst);
+    engine.collect_garbage(40).expect("collect");
+    assert_eq!(engine.stats().refusing_writes, None);
+    engine.put(0, b"new", b"value").expect("puts resume");
+    expected.insert(b"new".to_vec(), Some(b"value".to_vec()));
+    check(&engine, &expected);
+    drop(engine);
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen");
     check(&engine, &expected);
 }
 

@@ -103,6 +103,11 @@ mod tests {
             keylog_chunk_bytes: 1 << 20,
             range_buffers_kept: 0,
             directory: crate::directory::KeyDirectory::new(1, 1 << 20),
+            space: crate::space::SpaceReserve::new(
+                Arc::new(crate::disk::OsDisk::new(crate::uring::IoEngineKind::Psync)),
+                std::env::temp_dir(),
+                0,
+            ),
         })
     }
 

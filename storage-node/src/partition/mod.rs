@@ -344,6 +344,11 @@ impl Partition {
         }
     }
 
+    /// Reads the node's free disk space against its reserve again.
+    pub(crate) fn refresh_free_space(&self) {
+        self.node.space.refresh();
+    }
+
     fn capacity(&self) -> usize {
         self.buffers[0].capacity()
     }

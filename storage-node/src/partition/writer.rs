@@ -185,6 +185,20 @@ impl Partition {
         may_wait: bool,
     ) -> Result<u64, Stall> {
         assert_eq!(ops.len(), acks.len(), "one acknowledgement per operation");
+        // Puts need room; deletes (which make room) and relocations (which
+        // garbage collection writes into the reserve) do not ask.
+        let put_bytes: u64 = ops
+            .iter()
+            .map(|op| match op {
+                WriteOp::Put { key, value, .. } => {
+                    record::value_record_len(key.len(), value.len()) as u64
+                }
+                _ => 0,
+            })
+            .sum();
+        if put_bytes > 0 {
+            self.node.space.check_put(put_bytes)?;
+        }
         let mut st = self.state.lock();
         self.check_writable(&st, epoch)?;
         let mut scratch = st.scratch.pop().unwrap_or_default();

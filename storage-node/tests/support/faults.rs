@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -112,6 +112,9 @@ pub struct FaultPlan {
     pub refuse_direct_opens: AtomicBool,
     /// `Disk::try_lock` answers that another process holds the lock.
     pub refuse_locks: AtomicBool,
+    /// What `Disk::free_bytes` answers, if set (`u64::MAX`: the real
+    /// figure).
+    pub free_bytes: AtomicU64,
     /// The failure injected per operation, if any.
     faults: Mutex<[Option<Fault>; OPS]>,
     /// Every file opened through the disk, with its counts.
@@ -130,6 +133,7 @@ impl FaultPlan {
         let plan = Self::default();
         plan.pause_direct_writes_from
             .store(usize::MAX, Ordering::SeqCst);
+        plan.free_bytes.store(u64::MAX, Ordering::SeqCst);
         Arc::new(plan)
     }
 
@@ -349,6 +353,13 @@ impl Disk for FaultDisk {
         }))
     }
 
+    fn free_bytes(&self, path: &Path) -> io::Result<u64> {
+        match self.plan.free_bytes.load(Ordering::SeqCst) {
+            u64::MAX => self.inner.free_bytes(path),
+            set => Ok(set),
+        }
+    }
+
     delegate_disk!(inner);
 }
 
@@ -479,6 +490,10 @@ impl Disk for PowerCutDisk {
 
     fn try_lock(&self, path: &Path) -> io::Result<FileLock> {
         self.inner.try_lock(path)
+    }
+
+    fn free_bytes(&self, path: &Path) -> io::Result<u64> {
+        self.inner.free_bytes(path)
     }
 
     delegate_disk!(inner);

@@ -120,6 +120,11 @@ pub struct EngineArgs {
     /// at a clean stop).
     #[arg(long, default_value_t = GcConfig::default().checkpoint_every_keylog_bytes)]
     checkpoint_every_keylog_bytes: u64,
+    /// Free disk space kept for garbage collection, in bytes: puts are
+    /// refused as disk full while the data directory's file system has
+    /// less, and resume once it has more (0: no reserve).
+    #[arg(long, default_value_t = storage_node::config::DEFAULT_DISK_RESERVE_BYTES)]
+    disk_reserve_bytes: u64,
 }
 
 impl EngineArgs {
@@ -129,6 +134,7 @@ impl EngineArgs {
         config.durability = self.durability;
         config.io_engine = self.io_engine;
         config.segment_bytes = self.segment_bytes;
+        config.disk_reserve_bytes = self.disk_reserve_bytes;
         config.gc = GcConfig {
             interval_ms: self.gc_interval_ms,
             min_dead_percent: self.gc_min_dead_percent,
