@@ -412,6 +412,13 @@ impl Engine {
         inner.next_client_partition.fetch_add(1, Ordering::Relaxed) % spread
     }
 
+    /// The storage node's own figures (one stats request): per partition
+    /// its segments, live and dead bytes, garbage collection and
+    /// checkpoints, and why it refuses writes, if it does.
+    pub async fn storage_stats_async(&self) -> Result<splitkv_common::message::StatsReport> {
+        Ok(self.inner.client.stats()?.wait().await?)
+    }
+
     /// Counters and state.
     pub fn stats(&self) -> EngineStats {
         let c = &self.inner.counters;

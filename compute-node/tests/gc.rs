@@ -191,3 +191,81 @@ fn compute_nodes_rebuild_from_checkpoints_once_the_key_log_below_them_is_gone() 
         .expect("replication");
     assert_eq!(lag.lag_entries, 0, "{lag:?}");
 }
+
+/// The value of `field` in an INFO reply.
+fn info_field(info: &str, field: &str) -> i64 {
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+#[test]
+fn info_shows_the_storage_nodes_space_collections_and_checkpoints() {
+    let mut node = StorageNode::start_with_segments(2, 256 << 10, SEGMENT_BYTES);
+    let engine = std::sync::Arc::new(node.connect());
+    let expected = write_history(&engine);
+    let (addr, stop) = support::serve_resp(&engine, &node, None);
+    let client = redis::Client::open(format!("redis://{addr}")).expect("client");
+    let info = |section: &str| -> String {
+        let mut con = client.get_connection().expect("connect");
+        redis::cmd("INFO")
+            .arg(section)
+            .query(&mut con)
+            .expect("info")
+    };
+    let before = info("splitkv");
+    let live: u64 = expected
+        .iter()
+        .filter_map(|(k, v)| {
+            v.as_ref()
+                .map(|v| splitkv_common::record::value_record_len(k.len(), v.len()) as u64)
+        })
+        .sum();
+    assert_eq!(info_field(&before, "storage_live_bytes"), live as i64);
+    assert!(info_field(&before, "storage_dead_bytes") > 0, "{before}");
+    assert_eq!(info_field(&before, "storage_gc_runs"), 0);
+    assert_eq!(info_field(&before, "storage_checkpoint_seq"), -1);
+    assert_eq!(info_field(&before, "storage_refusing_writes"), 0);
+    let segments = info_field(&before, "storage_segments");
+
+    let report = node.collect_garbage(50);
+    let after = info("splitkv");
+    assert_eq!(
+        info_field(&after, "storage_gc_runs"),
+        report.segments_freed as i64
+    );
+    assert_eq!(
+        info_field(&after, "storage_reclaimed_bytes"),
+        report.freed_bytes as i64
+    );
+    assert_eq!(
+        info_field(&after, "storage_relocations"),
+        report.relocated_records as i64
+    );
+    assert!(info_field(&after, "storage_segments") < segments, "{after}");
+    assert_eq!(info_field(&after, "storage_live_bytes"), live as i64);
+    // The sections that do not show it do not ask the storage node.
+    assert!(!info("server").contains("storage_live_bytes"));
+
+    // A clean stop of the storage node leaves checkpoints.
+    drop(stop);
+    drop(engine);
+    node.stop();
+    node.resume();
+    let engine = std::sync::Arc::new(node.connect());
+    let (addr, _stop) = support::serve_resp(&engine, &node, None);
+    let client = redis::Client::open(format!("redis://{addr}")).expect("client");
+    let mut con = client.get_connection().expect("connect");
+    let text: String = redis::cmd("INFO")
+        .arg("splitkv")
+        .query(&mut con)
+        .expect("info");
+    assert!(info_field(&text, "storage_checkpoint_seq") > 0, "{text}");
+    assert!(
+        info_field(&text, "storage_checkpoint_age_ms") >= 0,
+        "{text}"
+    );
+}

@@ -8,9 +8,12 @@
 //! directory (allocated blocks of every file) every 100 ms. Printed per
 //! pass: write throughput, the largest disk use against the live bytes, the
 //! final one (with GC on, after passes run until one frees nothing, and how
-//! long they took), and the time to reopen the directory (the key directory
-//! rebuilt from the key logs); and the reopen time of a directory written
-//! once with the same keys, for comparison.
+//! long they took), the time to reopen the directory (the key directory
+//! rebuilt from the checkpoints the clean close left), and the entries and
+//! time of exporting every partition's key log as a compute node's index
+//! rebuild does (from the checkpoint), next to exporting every key-log
+//! entry still on disk; and the same of a directory written once with the
+//! same keys, for comparison.
 //!
 //! `cargo bench -p storage-node --bench gc_overwrite` (`SPLITKV_BENCH_DIR`
 //! for another file system).
@@ -21,7 +24,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use storage_node::{GcConfig, StorageConfig, StorageEngine};
+use splitkv_common::record::{self, Frame};
+use storage_node::{ExportCursor, GcConfig, StorageConfig, StorageEngine};
 
 const THREADS: usize = 16;
 const VALUE_BYTES: usize = 4096;
@@ -52,7 +56,7 @@ struct Pass {
     mib_per_s: f64,
     max_disk: u64,
     final_disk: u64,
-    reopen: Duration,
+    reopen: Reopen,
     segments_freed: u64,
     catch_up: Duration,
 }
@@ -125,15 +129,83 @@ fn run(dir: &Path, gc: GcConfig, live_bytes: u64, rounds: u64) -> Pass {
     }
 }
 
-/// Opens `config`'s directory (the GC thread off) and closes it again;
-/// returns the time the open took.
-fn time_reopen(mut config: StorageConfig) -> Duration {
+/// What reopening a directory cost, and exporting its key logs as a
+/// compute node's index rebuild does.
+struct Reopen {
+    open: Duration,
+    /// Entries and time of exports from the start (checkpoint, then the
+    /// key log after it), every partition at once.
+    export: (u64, Duration),
+    /// The same of every key-log entry still on disk, checkpoints aside:
+    /// what a rebuild read before checkpoints.
+    whole_log: (u64, Duration),
+}
+
+/// Opens `config`'s directory (the GC thread off), exports every
+/// partition's key log twice (see [`Reopen`]) and closes it again.
+fn time_reopen(mut config: StorageConfig) -> Reopen {
     config.gc.interval_ms = 0;
     let start = Instant::now();
     let engine = StorageEngine::open(config).expect("reopen");
-    let took = start.elapsed();
+    let open = start.elapsed();
+    let export = time_export(&engine, |_| ExportCursor::start());
+    let starts: Vec<u64> = engine
+        .stats()
+        .partitions
+        .iter()
+        .map(|p| p.keylog_start)
+        .collect();
+    let whole_log = time_export(&engine, |p| ExportCursor::at_position(starts[p]));
     engine.close().expect("close");
-    took
+    Reopen {
+        open,
+        export,
+        whole_log,
+    }
+}
+
+/// Exports every partition from `cursor(partition)`, a thread each;
+/// returns the entries and the time it took.
+fn time_export(
+    engine: &StorageEngine,
+    cursor: impl Fn(usize) -> ExportCursor + Sync,
+) -> (u64, Duration) {
+    let start = Instant::now();
+    let entries = std::thread::scope(|scope| {
+        let exports: Vec<_> = (0..engine.partition_count())
+            .map(|partition| {
+                let cursor = &cursor;
+                scope.spawn(move || {
+                    let mut at = cursor(partition);
+                    let mut out = Vec::with_capacity(1 << 20);
+                    let mut entries = 0u64;
+                    loop {
+                        out.clear();
+                        let progress = engine
+                            .export_keylog(partition, &at, 0, 1 << 20, &mut out)
+                            .expect("export");
+                        let mut pos = 0;
+                        while pos < out.len() {
+                            let (frame, used) = record::decode_frame(&out[pos..]).expect("frame");
+                            if let Frame::Entries(frame) = frame {
+                                entries += frame.iter().count() as u64;
+                            }
+                            pos += used;
+                        }
+                        if progress.caught_up {
+                            return entries;
+                        }
+                        at = progress.next;
+                    }
+                })
+            })
+            .collect();
+        exports
+            .into_iter()
+            .map(|e| e.join().expect("export thread"))
+            .sum()
+    });
+    (entries, start.elapsed())
 }
 
 fn main() {
@@ -159,10 +231,11 @@ fn main() {
         )
     };
     println!(
-        "written once: {:.0} MiB/s, disk {:.0} MiB, reopen {:.3} s",
+        "written once: {:.0} MiB/s, disk {:.0} MiB, reopen {:.3} s, {}",
         fresh.mib_per_s,
         mib(fresh.final_disk),
-        fresh.reopen.as_secs_f64()
+        fresh.reopen.open.as_secs_f64(),
+        exports(&fresh.reopen),
     );
     for (name, gc) in [
         (
@@ -178,7 +251,8 @@ fn main() {
         let pass = run(dir.path(), gc, live_bytes, rounds);
         println!(
             "{name}: {:.0} MiB/s, disk max {:.0} MiB ({:.2}x live), final {:.0} MiB ({:.2}x live), \
-             {} segments freed, GC caught up {:.1} s after the writes, reopen {:.3} s ({:.2}x written once)",
+             {} segments freed, GC caught up {:.1} s after the writes, reopen {:.3} s ({:.2}x written once), \
+             {} ({:.2}x written once)",
             pass.mib_per_s,
             mib(pass.max_disk),
             pass.max_disk as f64 / live_bytes as f64,
@@ -186,8 +260,20 @@ fn main() {
             pass.final_disk as f64 / live_bytes as f64,
             pass.segments_freed,
             pass.catch_up.as_secs_f64(),
-            pass.reopen.as_secs_f64(),
-            pass.reopen.as_secs_f64() / fresh.reopen.as_secs_f64(),
+            pass.reopen.open.as_secs_f64(),
+            pass.reopen.open.as_secs_f64() / fresh.reopen.open.as_secs_f64(),
+            exports(&pass.reopen),
+            pass.reopen.export.1.as_secs_f64() / fresh.reopen.export.1.as_secs_f64(),
         );
     }
+}
+
+fn exports(reopen: &Reopen) -> String {
+    format!(
+        "export for a rebuild {} entries in {:.3} s (the whole key log: {} entries in {:.3} s)",
+        reopen.export.0,
+        reopen.export.1.as_secs_f64(),
+        reopen.whole_log.0,
+        reopen.whole_log.1.as_secs_f64()
+    )
 }

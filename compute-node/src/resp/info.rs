@@ -6,6 +6,8 @@
 use std::fmt::Write as _;
 
 use crate::resp::commands::storage_host_port;
+use splitkv_common::message::StatsReport;
+
 use crate::{Engine, Replication};
 
 /// The sections, in the order INFO gives them.
@@ -40,6 +42,9 @@ pub struct ServerFacts<'a> {
     /// The node's role and lag ([`Engine::replication_async`]), when the
     /// storage node answered for it.
     pub replication: Option<&'a Replication>,
+    /// The storage node's figures ([`Engine::storage_stats_async`]), when
+    /// it answered for them.
+    pub storage_stats: Option<&'a StatsReport>,
 }
 
 /// True if INFO with the sections `wanted` (lower case) shows `section`.
@@ -182,8 +187,60 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
             stats.epoch,
             u8::from(stats.fenced),
             stats.tail_pulls,
-        ),
+        )
+        .and_then(|()| match facts.storage_stats {
+            Some(storage) => storage_text(text, storage),
+            None => Ok(()),
+        }),
     };
+}
+
+/// The storage node's space, garbage-collection and checkpoint figures,
+/// summed over its partitions (`storage_checkpoint_seq` is the highest a
+/// checkpoint covers, `storage_checkpoint_age_ms` the time since the
+/// newest was made; both -1 without one).
+fn storage_text(text: &mut String, storage: &StatsReport) -> std::fmt::Result {
+    let sum = |field: fn(&splitkv_common::message::PartitionReport) -> u64| -> u64 {
+        storage.partitions.iter().map(field).sum()
+    };
+    let newest = storage
+        .partitions
+        .iter()
+        .filter(|p| p.checkpoint_made_at_ms > 0)
+        .max_by_key(|p| p.checkpoint_made_at_ms);
+    let (checkpoint_seq, checkpoint_age_ms) = match newest {
+        Some(p) => (
+            storage
+                .partitions
+                .iter()
+                .map(|p| p.checkpoint_seq)
+                .max()
+                .unwrap_or(0) as i64,
+            splitkv_common::clock::now_ms().saturating_sub(p.checkpoint_made_at_ms) as i64,
+        ),
+        None => (-1, -1),
+    };
+    write!(
+        text,
+        "storage_live_bytes:{}\r\n\
+         storage_dead_bytes:{}\r\n\
+         storage_segments:{}\r\n\
+         storage_gc_runs:{}\r\n\
+         storage_reclaimed_bytes:{}\r\n\
+         storage_relocations:{}\r\n\
+         storage_keylog_bytes:{}\r\n\
+         storage_checkpoint_seq:{checkpoint_seq}\r\n\
+         storage_checkpoint_age_ms:{checkpoint_age_ms}\r\n\
+         storage_refusing_writes:{}\r\n",
+        sum(|p| p.live_bytes),
+        sum(|p| p.dead_bytes),
+        sum(|p| p.segments),
+        sum(|p| p.gc_runs),
+        sum(|p| p.reclaimed_bytes),
+        sum(|p| p.relocations),
+        sum(|p| p.keylog_end - p.keylog_start),
+        u8::from(storage.refusing_writes.is_some()),
+    )
 }
 
 /// The replication section: a writer is a master without replicas; a

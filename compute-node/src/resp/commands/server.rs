@@ -32,6 +32,18 @@ impl RespClient<'_> {
         } else {
             None
         };
+        // The storage node's space and collection figures, the same way.
+        let storage_stats = if crate::resp::info::shows("splitkv", &wanted) {
+            match self.engine.storage_stats_async().await {
+                Ok(stats) => Some(stats),
+                Err(e) => {
+                    tracing::debug!("INFO without the storage node's figures: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let facts = crate::resp::info::ServerFacts {
             redis_version: REDIS_VERSION,
             tcp_port: self.port,
@@ -41,6 +53,7 @@ impl RespClient<'_> {
             total_commands: shared.commands_processed.load(Ordering::Relaxed),
             uptime_seconds: shared.started.elapsed().as_secs(),
             replication: replication.as_ref(),
+            storage_stats: storage_stats.as_ref(),
         };
         let text = crate::resp::info::render(self.engine, &facts, &wanted);
         out.verbatim(text.as_bytes());
