@@ -30,6 +30,9 @@ use splitkv_common::record::{EntryKind, KeyEntry};
 /// once rarely wait for one another.
 const SHARDS: usize = 64;
 
+/// Live records by (partition, segment id), each list sorted by offset.
+pub(crate) type LiveBySegment = HashMap<(usize, u64), Vec<(Box<[u8]>, Place)>>;
+
 /// Where the newest version of a key is, or that its versions are gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Version {
@@ -237,25 +240,27 @@ impl KeyDirectory {
         }
     }
 
-    /// The newest versions whose records are in `partition`'s value log
-    /// inside `range`, with their keys, in offset order.
-    pub(crate) fn live_in(
-        &self,
-        partition: usize,
-        range: std::ops::Range<u64>,
-    ) -> Vec<(Box<[u8]>, Place)> {
-        let mut live = Vec::new();
+    /// The live records of each of `segments` (partition, segment id), by
+    /// segment, each list sorted by offset (a segment without any is not
+    /// in the map): one look at every key, however many segments.
+    pub(crate) fn live_in_segments(&self, segments: &[(usize, u64)]) -> LiveBySegment {
+        let mut live = LiveBySegment::new();
+        if segments.is_empty() {
+            return live;
+        }
         for shard in self.shards.iter() {
             for (key, version) in shard.lock().iter() {
-                if let Version::Live(place) = *version
-                    && place.partition as usize == partition
-                    && range.contains(&place.offset)
-                {
-                    live.push((key.clone(), place));
+                if let Version::Live(place) = *version {
+                    let segment = (place.partition as usize, self.segment_of(&place));
+                    if segments.contains(&segment) {
+                        live.entry(segment).or_default().push((key.clone(), place));
+                    }
                 }
             }
         }
-        live.sort_unstable_by_key(|(_, place)| place.offset);
+        for records in live.values_mut() {
+            records.sort_unstable_by_key(|(_, place)| place.offset);
+        }
         live
     }
 

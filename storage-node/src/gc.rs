@@ -156,29 +156,72 @@ impl Shared {
             }
             !*stopping
         };
+        // The segments to collect, only those written before the pass (the
+        // segments its own copies fill wait for the next), and their live
+        // records, from one look at the key directory. A record that a
+        // write supersedes after that look is copied all the same, and its
+        // copy is dead at once.
+        let mut planned = Vec::new();
         for partition in &self.partitions {
-            if !partition.is_writable() {
+            if partition.is_writable() {
+                let head = partition.head_segment();
+                let ids = partition.gc_candidates(min_dead_percent, head);
+                planned.extend(ids.into_iter().map(|id| (partition.id(), id)));
+            }
+        }
+        let Some(any) = self.partitions.first() else {
+            return Ok(report);
+        };
+        let live = any.live_in_segments(&planned);
+        // Copy; then one sync of every partition copied from, all at once
+        // (a sync under load takes a while, and the copies of all its
+        // segments share it); then free what no live record holds.
+        let mut copied = Vec::new();
+        for &(partition, id) in &planned {
+            let records = live.get(&(partition, id)).map_or(&[][..], Vec::as_slice);
+            if let Some(collected) =
+                self.partitions[partition].copy_segment(id, records, &mut pace)?
+            {
+                copied.push((partition, id, collected));
+            }
+            if *self.stopping.lock() {
+                break;
+            }
+        }
+        let mut to_sync: Vec<usize> = copied.iter().map(|&(partition, ..)| partition).collect();
+        to_sync.dedup();
+        std::thread::scope(|scope| {
+            let syncs: Vec<_> = to_sync
+                .iter()
+                .map(|&partition| scope.spawn(move || self.partitions[partition].sync()))
+                .collect();
+            syncs.into_iter().try_for_each(|sync| {
+                sync.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+        })?;
+        let copied_ids: Vec<(usize, u64)> = copied.iter().map(|&(p, id, _)| (p, id)).collect();
+        let still_live = any.live_in_segments(&copied_ids);
+        for (partition, id, collected) in copied {
+            if still_live.contains_key(&(partition, id)) {
                 continue;
             }
-            // Each segment once per pass (one that cannot be freed yet is
-            // tried again next pass), and only those written before the
-            // pass: the segments its own copies fill wait for the next.
-            let below = partition.head_segment();
-            let mut tried = Vec::new();
-            while let Some(id) = partition.gc_candidate(min_dead_percent, below, &tried) {
-                tried.push(id);
-                if let Some(collected) = partition.collect_segment(id, &mut pace)? {
-                    report.segments_freed += 1;
-                    report.relocated_records += collected.relocated_records;
-                    report.relocated_bytes += collected.relocated_bytes;
-                    report.freed_bytes += collected.freed_bytes;
-                }
-                if *self.stopping.lock() {
-                    return Ok(report);
-                }
+            if let Some(freed) = self.partitions[partition].free_segment(id, collected)? {
+                report.segments_freed += 1;
+                report.relocated_records += freed.relocated_records;
+                report.relocated_bytes += freed.relocated_bytes;
+                report.freed_bytes += freed.freed_bytes;
             }
+        }
+        if *self.stopping.lock() {
+            return Ok(report);
+        }
+        for partition in &self.partitions {
             let every = self.config.checkpoint_every_keylog_bytes;
-            if every > 0 && partition.keylog_bytes_since_checkpoint() >= every {
+            if every > 0
+                && partition.is_writable()
+                && partition.keylog_bytes_since_checkpoint() >= every
+            {
                 partition.write_checkpoint(splitkv_common::clock::now_ms())?;
             }
         }
@@ -225,30 +268,27 @@ impl Default for GcConfig {
     }
 }
 
-/// The segment to collect: of the segments in `files` below `head` (the
-/// segment being written), the one with the most dead bytes among those
-/// with at least `min_dead_percent` of their record bytes dead (a segment
-/// with no record bytes at all counts as wholly dead). Ties go to the
-/// oldest.
-pub(crate) fn choose_segment(
+/// The segments to collect, most dead bytes first (ties: the oldest
+/// first): of the segments in `files` below `head` (the segment being
+/// written), those with at least `min_dead_percent` of their record bytes
+/// dead (a segment with no record bytes at all counts as wholly dead).
+pub(crate) fn eligible_segments(
     usage: &BTreeMap<u64, SegmentUsage>,
     files: &[u64],
     head: u64,
     min_dead_percent: u8,
-) -> Option<u64> {
-    let mut best: Option<(u64, u64)> = None;
-    for &id in files.iter().filter(|&&id| id < head) {
-        let segment = usage.get(&id).copied().unwrap_or_default();
-        let eligible =
-            segment.dead_bytes * 100 >= u64::from(min_dead_percent) * segment.written_bytes;
-        if !eligible {
-            continue;
-        }
-        if best.is_none_or(|(_, dead)| segment.dead_bytes > dead) {
-            best = Some((id, segment.dead_bytes));
-        }
-    }
-    best.map(|(id, _)| id)
+) -> Vec<u64> {
+    let mut eligible: Vec<(u64, u64)> = files
+        .iter()
+        .filter(|&&id| id < head)
+        .filter_map(|&id| {
+            let segment = usage.get(&id).copied().unwrap_or_default();
+            (segment.dead_bytes * 100 >= u64::from(min_dead_percent) * segment.written_bytes)
+                .then_some((id, segment.dead_bytes))
+        })
+        .collect();
+    eligible.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    eligible.into_iter().map(|(id, _)| id).collect()
 }
 
 /// Of the foreground's written bytes, the share the GC may copy on top of
@@ -293,28 +333,28 @@ mod tests {
     }
 
     #[test]
-    fn the_deadest_eligible_segment_below_the_head_is_chosen() {
+    fn eligible_segments_below_the_head_come_deadest_first() {
         let u = usage(&[(0, 100, 40), (1, 100, 60), (2, 100, 90), (3, 100, 100)]);
         assert_eq!(
-            choose_segment(&u, &[0, 1, 2, 3], 3, 50),
-            Some(2),
+            eligible_segments(&u, &[0, 1, 2, 3], 3, 50),
+            vec![2, 1],
             "3 is the head"
         );
         assert_eq!(
-            choose_segment(&u, &[0, 1, 3], 3, 50),
-            Some(1),
+            eligible_segments(&u, &[0, 1, 3], 3, 50),
+            vec![1],
             "2 has no file"
         );
-        assert_eq!(choose_segment(&u, &[0, 1, 2, 3], 3, 95), None);
-        assert_eq!(choose_segment(&u, &[0, 1, 2, 3], 3, 0), Some(2));
+        assert!(eligible_segments(&u, &[0, 1, 2, 3], 3, 95).is_empty());
+        assert_eq!(eligible_segments(&u, &[0, 1, 2, 3], 3, 0), vec![2, 1, 0]);
     }
 
     #[test]
     fn a_segment_without_records_is_wholly_dead_and_ties_go_to_the_oldest() {
         let u = usage(&[(1, 100, 50), (2, 100, 50)]);
-        assert_eq!(choose_segment(&u, &[0, 3], 5, 50), Some(0));
-        assert_eq!(choose_segment(&u, &[1, 2], 5, 50), Some(1));
-        assert_eq!(choose_segment(&u, &[1, 2], 1, 50), None);
+        assert_eq!(eligible_segments(&u, &[0, 3], 5, 50), vec![0, 3]);
+        assert_eq!(eligible_segments(&u, &[2, 1], 5, 50), vec![1, 2]);
+        assert!(eligible_segments(&u, &[1, 2], 1, 50).is_empty());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use splitkv_common::record::{self, RecordError};
 
 use super::Partition;
 use super::writer::WriteOp;
-use crate::directory::Place;
+use crate::directory::{LiveBySegment, Place};
 use crate::error::{Result, StorageError};
 use crate::partition::MAX_RANGE_BYTES;
 
@@ -34,21 +34,25 @@ pub(crate) struct Collected {
 }
 
 impl Partition {
-    /// The segment garbage collection should collect next, if one has at
-    /// least `min_dead_percent` of its record bytes dead (see
-    /// [`crate::gc::choose_segment`]).
-    /// Only segments below `below` and not in `skip` are considered.
-    pub(crate) fn gc_candidate(
-        &self,
-        min_dead_percent: u8,
-        below: u64,
-        skip: &[u64],
-    ) -> Option<u64> {
+    /// The segments below `below` that garbage collection should collect,
+    /// deadest first: those with at least `min_dead_percent` of their
+    /// record bytes dead (see [`crate::gc::eligible_segments`]).
+    pub(crate) fn gc_candidates(&self, min_dead_percent: u8, below: u64) -> Vec<u64> {
         let head = self.head_segment().min(below);
         let usage = self.node.directory.segment_usage(self.id);
-        let mut files = self.vlog.segment_ids();
-        files.retain(|id| !skip.contains(id));
-        crate::gc::choose_segment(&usage, &files, head, min_dead_percent)
+        let files = self.vlog.segment_ids();
+        crate::gc::eligible_segments(&usage, &files, head, min_dead_percent)
+    }
+
+    /// The live records of each of `segments` (partition, segment id),
+    /// from one look at the node's key directory.
+    pub(crate) fn live_in_segments(&self, segments: &[(usize, u64)]) -> LiveBySegment {
+        self.node.directory.live_in_segments(segments)
+    }
+
+    /// The partition's id.
+    pub(crate) fn id(&self) -> usize {
+        self.id
     }
 
     /// Value bytes of the puts written since the node started (not
@@ -69,23 +73,24 @@ impl Partition {
         self.node.check_writable().is_ok()
     }
 
-    /// Collects segment `id`: copies its live records and frees it.
-    /// `pace` is called with the bytes of each batch copied and may pause;
-    /// it returns false to stop (the segment is then kept). Returns `None`
-    /// if the segment cannot be collected now (it is the one being written,
-    /// a write buffer still holds part of it, or collection stopped).
-    pub(crate) fn collect_segment(
+    /// Copies `live`, the live records of segment `id` in offset order (see
+    /// [`Partition::live_in_segments`]), to the head of the log, as
+    /// relocations; [`Partition::free_segment`] frees it once
+    /// [`Partition::sync`] has made the copies durable. `pace` is called
+    /// with the bytes of each batch copied and may pause; it returns false
+    /// to stop (the segment is then kept). Returns `None` if the segment
+    /// cannot be collected now (it is the one being written, or collection
+    /// stopped).
+    pub(crate) fn copy_segment(
         &self,
         id: u64,
+        live: &[(Box<[u8]>, Place)],
         pace: &mut dyn FnMut(u64) -> bool,
     ) -> Result<Option<Collected>> {
-        let start = id * self.vlog.segment_bytes();
-        let range = start..start + self.vlog.segment_bytes();
         if self.vlog.is_freed(id) || self.vlog.segment_of(self.state.lock().tail()) <= id {
             return Ok(None);
         }
         let mut collected = Collected::default();
-        let live = self.node.directory.live_in(self.id, range.clone());
         let mut at = 0;
         while at < live.len() {
             // One range read covers the records of up to 16 MiB.
@@ -146,18 +151,29 @@ impl Partition {
             }
             at = span_end;
         }
-        // The copies and their entries durable first, in either durability
-        // mode: only then may the originals go.
-        self.sync()?;
+        Ok(Some(collected))
+    }
+
+    /// Frees segment `id`, whose live records [`Partition::copy_segment`]
+    /// copied (`collected`), after a [`Partition::sync`] that began after
+    /// the copy: the copies and the entries that made the rest of its
+    /// records dead are durable, in either durability mode, before the
+    /// originals go; the caller has checked that no live record is left in
+    /// it. Returns `None`, keeping the segment, if a write buffer still
+    /// holds part of it.
+    pub(crate) fn free_segment(
+        &self,
+        id: u64,
+        mut collected: Collected,
+    ) -> Result<Option<Collected>> {
+        let start = id * self.vlog.segment_bytes();
+        let range = start..start + self.vlog.segment_bytes();
         {
             let st = self.state.lock();
             let mut unflushed = st.slots.iter().filter_map(|slot| slot.unflushed());
             if unflushed.any(|held| held.start < range.end && held.end > range.start) {
                 return Ok(None);
             }
-        }
-        if !self.node.directory.live_in(self.id, range).is_empty() {
-            return Ok(None);
         }
         collected.freed_bytes = self.vlog.file_bytes(id);
         self.vlog.free(id).map_err(|e| {
