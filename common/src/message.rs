@@ -368,6 +368,11 @@ pub struct StatsReport {
     /// Key-log streams closed since the node started because their reader
     /// took nothing for the stall bound.
     pub stalled_streams_closed: u64,
+    /// Puts that waited for a garbage-collection pass because the node's
+    /// dead bytes were over their bound.
+    pub gc_put_waits: u64,
+    /// The milliseconds they waited in all.
+    pub gc_put_waited_ms: u64,
 }
 
 /// A successful response. Bulk bytes travel in the frame's blob.

@@ -59,6 +59,8 @@ struct Pass {
     reopen: Reopen,
     segments_freed: u64,
     catch_up: Duration,
+    /// Puts that waited for collection, and the milliseconds they waited.
+    put_waits: (u64, u64),
 }
 
 fn run(dir: &Path, gc: GcConfig, live_bytes: u64, rounds: u64) -> Pass {
@@ -111,7 +113,9 @@ fn run(dir: &Path, gc: GcConfig, live_bytes: u64, rounds: u64) -> Pass {
         {}
     }
     let catch_up = catch_up.elapsed();
-    let segments_freed = engine.stats().partitions.iter().map(|p| p.gc_runs).sum();
+    let stats = engine.stats();
+    let segments_freed = stats.partitions.iter().map(|p| p.gc_runs).sum();
+    let put_waits = (stats.gc_put_waits, stats.gc_put_waited_ms);
     engine.close().expect("close");
     drop(engine);
     stop.store(true, Ordering::Relaxed);
@@ -126,6 +130,7 @@ fn run(dir: &Path, gc: GcConfig, live_bytes: u64, rounds: u64) -> Pass {
         reopen,
         segments_freed,
         catch_up,
+        put_waits,
     }
 }
 
@@ -251,7 +256,7 @@ fn main() {
         let pass = run(dir.path(), gc, live_bytes, rounds);
         println!(
             "{name}: {:.0} MiB/s, disk max {:.0} MiB ({:.2}x live), final {:.0} MiB ({:.2}x live), \
-             {} segments freed, GC caught up {:.1} s after the writes, reopen {:.3} s ({:.2}x written once), \
+             {} segments freed, {} puts waited for collection ({} ms in all), GC caught up {:.1} s after the writes, reopen {:.3} s ({:.2}x written once), \
              {} ({:.2}x written once)",
             pass.mib_per_s,
             mib(pass.max_disk),
@@ -259,6 +264,8 @@ fn main() {
             mib(pass.final_disk),
             pass.final_disk as f64 / live_bytes as f64,
             pass.segments_freed,
+            pass.put_waits.0,
+            pass.put_waits.1,
             pass.catch_up.as_secs_f64(),
             pass.reopen.open.as_secs_f64(),
             pass.reopen.open.as_secs_f64() / fresh.reopen.open.as_secs_f64(),

@@ -99,6 +99,10 @@ pub(crate) struct KeyDirectory {
     /// before a clear sweeps the shards and read under a shard's lock, so
     /// that a put either meets the raised bound or is swept.
     cleared_below: AtomicU64,
+    /// Record bytes of every segment still held, over all partitions.
+    written_total: AtomicU64,
+    /// Of those, the dead ones.
+    dead_total: AtomicU64,
 }
 
 impl KeyDirectory {
@@ -112,6 +116,19 @@ impl KeyDirectory {
                 .map(|_| Mutex::new(BTreeMap::new()))
                 .collect(),
             cleared_below: AtomicU64::new(0),
+            written_total: AtomicU64::new(0),
+            dead_total: AtomicU64::new(0),
+        }
+    }
+
+    /// The live and dead record bytes of the segments still held, over all
+    /// partitions (counters kept as usage changes, read without a lock).
+    pub(crate) fn node_usage(&self) -> PartitionUsage {
+        let written = self.written_total.load(Ordering::Relaxed);
+        let dead = self.dead_total.load(Ordering::Relaxed);
+        PartitionUsage {
+            live_bytes: written.saturating_sub(dead),
+            dead_bytes: dead,
         }
     }
 
@@ -229,14 +246,18 @@ impl KeyDirectory {
     fn add_written(&self, place: &Place) {
         let segment = self.segment_of(place);
         if let Some(usage) = self.usage.get(place.partition as usize) {
-            usage.lock().entry(segment).or_default().written_bytes += u64::from(place.record_len);
+            let len = u64::from(place.record_len);
+            usage.lock().entry(segment).or_default().written_bytes += len;
+            self.written_total.fetch_add(len, Ordering::Relaxed);
         }
     }
 
     fn add_dead(&self, place: &Place) {
         let segment = self.segment_of(place);
         if let Some(usage) = self.usage.get(place.partition as usize) {
-            usage.lock().entry(segment).or_default().dead_bytes += u64::from(place.record_len);
+            let len = u64::from(place.record_len);
+            usage.lock().entry(segment).or_default().dead_bytes += len;
+            self.dead_total.fetch_add(len, Ordering::Relaxed);
         }
     }
 
@@ -294,17 +315,38 @@ impl KeyDirectory {
         if let Some(usage) = self.usage.get(partition) {
             let mut usage = usage.lock();
             let segment = usage.entry(id).or_default();
+            let before = *segment;
             let live = segment.live_bytes();
             segment.written_bytes = used_bytes.max(live);
             segment.dead_bytes = segment.written_bytes - live;
+            self.adjust_totals(&before, segment);
         }
     }
 
     /// Forgets the usage of segment `id` of `partition` (freed).
     pub(crate) fn forget_segment(&self, partition: usize, id: u64) {
-        if let Some(usage) = self.usage.get(partition) {
-            usage.lock().remove(&id);
+        if let Some(usage) = self.usage.get(partition)
+            && let Some(gone) = usage.lock().remove(&id)
+        {
+            self.adjust_totals(&gone, &SegmentUsage::default());
         }
+    }
+
+    /// Moves the node-wide totals from a segment's usage `before` to `after`.
+    fn adjust_totals(&self, before: &SegmentUsage, after: &SegmentUsage) {
+        let shift = |total: &AtomicU64, from: u64, to: u64| {
+            if to >= from {
+                total.fetch_add(to - from, Ordering::Relaxed);
+            } else {
+                total.fetch_sub(from - to, Ordering::Relaxed);
+            }
+        };
+        shift(
+            &self.written_total,
+            before.written_bytes,
+            after.written_bytes,
+        );
+        shift(&self.dead_total, before.dead_bytes, after.dead_bytes);
     }
 }
 
@@ -349,10 +391,19 @@ mod tests {
         put(1, 0, b"k").record_len() as u64
     }
 
+    /// Live and dead bytes summed over the partitions; the node-wide
+    /// counters must say the same.
     fn totals(dir: &KeyDirectory, partitions: usize) -> (u64, u64) {
-        (0..partitions)
+        let sum = (0..partitions)
             .map(|p| dir.partition_usage(p))
-            .fold((0, 0), |(l, d), u| (l + u.live_bytes, d + u.dead_bytes))
+            .fold((0, 0), |(l, d), u| (l + u.live_bytes, d + u.dead_bytes));
+        let node = dir.node_usage();
+        assert_eq!(
+            (node.live_bytes, node.dead_bytes),
+            sum,
+            "node-wide counters"
+        );
+        sum
     }
 
     #[test]
@@ -496,6 +547,10 @@ mod tests {
                 _ => None,
             }).sum();
             prop_assert_eq!(totals(&in_order, 4).0, live_total);
+            // Settling and forgetting segments keep the node-wide counters.
+            in_order.settle_segment(0, 0, 5000);
+            in_order.forget_segment(1, 0);
+            totals(&in_order, 4);
         }
     }
 }

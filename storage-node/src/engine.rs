@@ -21,7 +21,7 @@ use crate::partition::{
     WriteCompletion, WriteOp,
 };
 use crate::recovery::{self, PartitionRecovery};
-use crate::space::SpaceReserve;
+use crate::space::{DeadBytesBound, SpaceReserve};
 use crate::uring::IoEngineKind;
 
 /// Range-read buffers kept for reuse (up to 16 MiB each).
@@ -44,6 +44,11 @@ pub struct StorageStats {
     pub next_seq: u64,
     /// Why the garbage-collection thread stopped, if a pass failed.
     pub gc_failure: Option<String>,
+    /// Puts that waited for a collection pass because dead bytes were over
+    /// their bound ([`crate::GcConfig::max_dead_percent_of_live`]).
+    pub gc_put_waits: u64,
+    /// The milliseconds they waited in all.
+    pub gc_put_waited_ms: u64,
 }
 
 /// A SplitKV data directory opened for reading and writing.
@@ -149,6 +154,16 @@ impl StorageEngine {
             range_buffers_kept: RANGE_BUFFERS_KEPT,
             directory,
             space: SpaceReserve::new(Arc::clone(&disk), dir.clone(), config.disk_reserve_bytes),
+            // Without the GC thread no pass would end a wait.
+            dead_bound: DeadBytesBound::new(
+                if config.gc.interval_ms > 0 {
+                    config.gc.max_dead_percent_of_live
+                } else {
+                    0
+                },
+                manifest.partitions,
+                manifest.segment_bytes,
+            ),
         }));
         let mut partitions = Vec::with_capacity(recovered.len());
         let mut reports = Vec::with_capacity(recovered.len());
@@ -423,6 +438,8 @@ impl StorageEngine {
             writer_epoch: self.writer_epoch(),
             next_seq: self.node.peek_next_seq(),
             gc_failure: self.collector.failure(),
+            gc_put_waits: self.node.dead_bound.waits.load(Ordering::Relaxed),
+            gc_put_waited_ms: self.node.dead_bound.waited_ms.load(Ordering::Relaxed),
         }
     }
 

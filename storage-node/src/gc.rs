@@ -89,6 +89,9 @@ impl Collector {
     pub(crate) fn stop(&self) {
         *self.shared.stopping.lock() = true;
         self.shared.wake.notify_all();
+        if let Some(partition) = self.shared.partitions.first() {
+            partition.stop_dead_bytes_bound();
+        }
         if let Some(thread) = self.thread.lock().take() {
             let _ = thread.join();
         }
@@ -120,6 +123,9 @@ impl Shared {
                 Err(e) => {
                     tracing::error!("garbage collection stopped: {e}");
                     *self.failure.lock() = Some(e.to_string());
+                    if let Some(partition) = self.partitions.first() {
+                        partition.stop_dead_bytes_bound();
+                    }
                     return;
                 }
             }
@@ -228,6 +234,7 @@ impl Shared {
         // What the pass freed (or an operator did) lets puts in again.
         if let Some(partition) = self.partitions.first() {
             partition.refresh_free_space();
+            partition.collection_pass_ended();
         }
         Ok(report)
     }
@@ -253,17 +260,25 @@ pub struct GcConfig {
     /// its last checkpoint. Off by default: making a checkpoint holds a
     /// copy of every key the partition wrote while it folds them.
     pub checkpoint_every_keylog_bytes: u64,
+    /// While the GC thread runs, puts wait for its next pass (at most a
+    /// second each) whenever the node's dead bytes exceed this share of
+    /// its live bytes, in percent, plus one segment per partition: disk
+    /// use then stays within about (1 + this / 100) times the live data
+    /// plus the segments being written, however fast clients write. 0: no
+    /// bound.
+    pub max_dead_percent_of_live: u64,
 }
 
 impl Default for GcConfig {
     /// Every 100 ms, segments half dead, 64 MiB/s, checkpoints at a clean
-    /// close only.
+    /// close only, dead bytes at most twice the live ones.
     fn default() -> Self {
         Self {
             interval_ms: 100,
             min_dead_percent: 50,
             copy_bytes_per_s: 64 << 20,
             checkpoint_every_keylog_bytes: 0,
+            max_dead_percent_of_live: 200,
         }
     }
 }

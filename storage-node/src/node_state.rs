@@ -16,7 +16,7 @@ use crate::aligned::BufferPool;
 use crate::config::{Durability, Limits};
 use crate::directory::KeyDirectory;
 use crate::error::{Result, StorageError};
-use crate::space::SpaceReserve;
+use crate::space::{DeadBytesBound, SpaceReserve};
 
 /// Node-wide state shared by all partitions.
 pub(crate) struct NodeState {
@@ -38,6 +38,8 @@ pub(crate) struct NodeState {
     pub(crate) directory: KeyDirectory,
     /// Free disk space against the reserve kept for garbage collection.
     pub(crate) space: SpaceReserve,
+    /// The bound on dead bytes that makes puts wait for collection.
+    pub(crate) dead_bound: DeadBytesBound,
 }
 
 /// The settings a [`NodeState`] starts from.
@@ -57,6 +59,8 @@ pub(crate) struct NodeSettings {
     pub(crate) directory: KeyDirectory,
     /// The disk reserve.
     pub(crate) space: SpaceReserve,
+    /// The dead-bytes bound.
+    pub(crate) dead_bound: DeadBytesBound,
 }
 
 impl NodeState {
@@ -73,6 +77,7 @@ impl NodeState {
             range_buffers: BufferPool::new(settings.range_buffers_kept),
             directory: settings.directory,
             space: settings.space,
+            dead_bound: settings.dead_bound,
         }
     }
 

@@ -1,3 +1,7 @@
+//! Disk space seen by the write path: the reserve of free space kept for
+//! garbage collection, and the bound on dead bytes that makes puts wait
+//! for collection to catch up.
+//!
 //! The reserve of free disk space kept for garbage collection: puts are
 //! refused (as [`WireError::DiskFull`], without poisoning the node) once
 //! the data directory's file system has less free space than the reserve,
@@ -13,9 +17,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
 
 use splitkv_common::message::WireError;
 
+use crate::directory::PartitionUsage;
 use crate::disk::Disk;
 use crate::error::Result;
 
@@ -120,5 +128,143 @@ impl SpaceReserve {
             );
         }
         low
+    }
+}
+
+/// Longest a put waits for a collection pass when dead bytes are over
+/// their bound: writes slow down to what collection frees, but never
+/// stop.
+pub(crate) const DEAD_BOUND_WAIT_MS: u64 = 1000;
+
+/// Makes puts wait for garbage collection while the node's dead bytes
+/// exceed a share of its live bytes (plus one segment per partition, what
+/// collection cannot take from the segments being written), so that disk
+/// use stays within a multiple of the live data under any write rate. A
+/// put that finds the bound exceeded waits for the end of the next
+/// collection pass (at most [`DEAD_BOUND_WAIT_MS`]), then goes on.
+pub(crate) struct DeadBytesBound {
+    /// Dead bytes allowed, in percent of the live bytes; 0: no bound.
+    max_dead_percent_of_live: AtomicU64,
+    slack_bytes: u64,
+    passes: Mutex<u64>,
+    pass_ended: Condvar,
+    /// Puts that waited, and the time they waited.
+    pub(crate) waits: AtomicU64,
+    pub(crate) waited_ms: AtomicU64,
+}
+
+impl DeadBytesBound {
+    /// A bound of `max_dead_percent_of_live` (0: none) for a node of
+    /// `partitions` partitions with segments of `segment_bytes`.
+    pub(crate) fn new(
+        max_dead_percent_of_live: u64,
+        partitions: usize,
+        segment_bytes: u64,
+    ) -> Self {
+        Self {
+            max_dead_percent_of_live: AtomicU64::new(max_dead_percent_of_live),
+            slack_bytes: partitions as u64 * segment_bytes,
+            passes: Mutex::new(0),
+            pass_ended: Condvar::new(),
+            waits: AtomicU64::new(0),
+            waited_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether `usage` is over the bound.
+    pub(crate) fn exceeded(&self, usage: PartitionUsage) -> bool {
+        let percent = self.max_dead_percent_of_live.load(Ordering::Relaxed);
+        percent > 0
+            && usage.dead_bytes
+                > (usage.live_bytes / 100).saturating_mul(percent) + self.slack_bytes
+    }
+
+    /// No bound from now on, and no put waits any more (the GC thread
+    /// stopped: no pass would end a wait).
+    pub(crate) fn turn_off(&self) {
+        self.max_dead_percent_of_live.store(0, Ordering::Relaxed);
+        self.pass_ended();
+    }
+
+    /// Waits for the end of the next collection pass if `usage` is over
+    /// the bound (at most [`DEAD_BOUND_WAIT_MS`]).
+    pub(crate) fn wait_if_exceeded(&self, usage: PartitionUsage) {
+        if !self.exceeded(usage) {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let mut passes = self.passes.lock();
+        let seen = *passes;
+        let deadline = started + Duration::from_millis(DEAD_BOUND_WAIT_MS);
+        while *passes == seen {
+            if self
+                .pass_ended
+                .wait_until(&mut passes, deadline)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        drop(passes);
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        self.waited_ms
+            .fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// A collection pass ended: the puts waiting for one go on.
+    pub(crate) fn pass_ended(&self) {
+        *self.passes.lock() += 1;
+        self.pass_ended.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bound_is_a_share_of_the_live_bytes_plus_a_segment_per_partition() {
+        let bound = DeadBytesBound::new(200, 2, 1000);
+        let usage = |live_bytes, dead_bytes| PartitionUsage {
+            live_bytes,
+            dead_bytes,
+        };
+        assert!(!bound.exceeded(usage(10_000, 22_000)));
+        assert!(bound.exceeded(usage(10_000, 22_001)));
+        assert!(!bound.exceeded(usage(0, 2000)), "the slack");
+        assert!(!DeadBytesBound::new(0, 2, 1000).exceeded(usage(0, u64::MAX)));
+    }
+
+    #[test]
+    fn a_put_over_the_bound_waits_for_the_end_of_a_pass() {
+        let bound = Arc::new(DeadBytesBound::new(100, 1, 0));
+        let over = PartitionUsage {
+            live_bytes: 100,
+            dead_bytes: 1000,
+        };
+        let waiter = {
+            let bound = Arc::clone(&bound);
+            std::thread::spawn(move || bound.wait_if_exceeded(over))
+        };
+        // Passes end until the waiter has seen one.
+        while !waiter.is_finished() {
+            bound.pass_ended();
+            std::thread::yield_now();
+        }
+        waiter.join().expect("waiter");
+        assert_eq!(bound.waits.load(Ordering::Relaxed), 1);
+        assert!(
+            bound.waited_ms.load(Ordering::Relaxed) < DEAD_BOUND_WAIT_MS,
+            "a pass's end, not the deadline, let it go"
+        );
+        bound.wait_if_exceeded(PartitionUsage {
+            live_bytes: 1000,
+            dead_bytes: 1000,
+        });
+        assert_eq!(
+            bound.waits.load(Ordering::Relaxed),
+            1,
+            "under the bound: no wait"
+        );
     }
 }

@@ -28,6 +28,7 @@ fn config(dir: &Path) -> StorageConfig {
         min_dead_percent: 50,
         copy_bytes_per_s: 0,
         checkpoint_every_keylog_bytes: 0,
+        max_dead_percent_of_live: 0,
     };
     config
 }

@@ -108,6 +108,7 @@ mod tests {
                 std::env::temp_dir(),
                 0,
             ),
+            dead_bound: crate::space::DeadBytesBound::new(0, 1, 1 << 20),
         })
     }
 

@@ -349,6 +349,16 @@ impl Partition {
         self.node.space.refresh();
     }
 
+    /// A collection pass ended: puts waiting on the dead-bytes bound go on.
+    pub(crate) fn collection_pass_ended(&self) {
+        self.node.dead_bound.pass_ended();
+    }
+
+    /// The GC thread stopped: puts no longer wait on the dead-bytes bound.
+    pub(crate) fn stop_dead_bytes_bound(&self) {
+        self.node.dead_bound.turn_off();
+    }
+
     fn capacity(&self) -> usize {
         self.buffers[0].capacity()
     }

@@ -198,6 +198,15 @@ impl Partition {
             .sum();
         if put_bytes > 0 {
             self.node.space.check_put(put_bytes)?;
+            // Over the dead-bytes bound a put waits for collection, on a
+            // thread that may wait (the writer thread, or a caller's own).
+            let usage = self.node.directory.node_usage();
+            if self.node.dead_bound.exceeded(usage) {
+                if !may_wait {
+                    return Err(Stall::MustWait);
+                }
+                self.node.dead_bound.wait_if_exceeded(usage);
+            }
         }
         let mut st = self.state.lock();
         self.check_writable(&st, epoch)?;

@@ -18,5 +18,7 @@ pub(crate) fn stats_report(
         writer_epoch: stats.writer_epoch,
         connections,
         stalled_streams_closed,
+        gc_put_waits: stats.gc_put_waits,
+        gc_put_waited_ms: stats.gc_put_waited_ms,
     }
 }

@@ -120,6 +120,11 @@ pub struct EngineArgs {
     /// at a clean stop).
     #[arg(long, default_value_t = GcConfig::default().checkpoint_every_keylog_bytes)]
     checkpoint_every_keylog_bytes: u64,
+    /// Puts wait for the next garbage-collection pass (at most a second
+    /// each) while the node's dead bytes exceed this share of its live
+    /// bytes, in percent, plus a segment per partition (0: never).
+    #[arg(long, default_value_t = GcConfig::default().max_dead_percent_of_live)]
+    gc_max_dead_percent_of_live: u64,
     /// Free disk space kept for garbage collection, in bytes: puts are
     /// refused as disk full while the data directory's file system has
     /// less, and resume once it has more (0: no reserve).
@@ -140,6 +145,7 @@ impl EngineArgs {
             min_dead_percent: self.gc_min_dead_percent,
             copy_bytes_per_s: self.gc_copy_bytes_per_s,
             checkpoint_every_keylog_bytes: self.checkpoint_every_keylog_bytes,
+            max_dead_percent_of_live: self.gc_max_dead_percent_of_live,
         };
         config.limits = Limits {
             max_key_bytes: self.max_key_bytes,
