@@ -8,10 +8,13 @@
 //! * `eval crash`: kill -9 of the storage node, or of a compute node, in the
 //!   middle of writes and batches; nothing acknowledged may be lost, and a
 //!   batch is there whole or not at all.
+//! * `eval random-reads`: random GETs, Zipf-distributed or uniform, of a
+//!   data set through any Redis-protocol server, every value verified.
 
 mod crash;
 mod durability;
 mod node;
+mod random_reads;
 mod readers;
 mod report;
 mod run;
@@ -55,6 +58,10 @@ enum Command {
     DurabilityWrite(durability::WriteArgs),
     /// Check that every key in a durability-write journal reads back right.
     DurabilityVerify(durability::VerifyArgs),
+    /// Random GETs (Zipf or uniform keys) of a data set through a
+    /// Redis-protocol server, every value verified: GET/s, latency and the
+    /// value cache's hit ratio.
+    RandomReads(random_reads::RandomReadArgs),
     /// Serve a storage node (started by the evaluator itself).
     #[command(hide = true)]
     StorageNode(node::NodeArgs),
@@ -142,6 +149,7 @@ fn main() -> ExitCode {
         Some(Command::CrashWriter(args)) => crash::writer(args).map(|()| true),
         Some(Command::DurabilityWrite(args)) => durability::write(args),
         Some(Command::DurabilityVerify(args)) => durability::verify(args),
+        Some(Command::RandomReads(args)) => random_reads::run(args),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

@@ -163,6 +163,11 @@ impl RespStore {
         Ok(f(&mut conn)?)
     }
 
+    /// The text of `INFO section`.
+    pub fn info(&self, section: &str) -> Result<String> {
+        self.with(0, |c| redis::cmd("INFO").arg(section).query(c))
+    }
+
     fn info_field(info: &str, name: &str) -> Option<u64> {
         info_text(info, name)?.parse().ok()
     }
