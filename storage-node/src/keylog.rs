@@ -91,6 +91,10 @@ pub struct KeyLog {
     end: u64,
     /// Entries in the complete frames.
     entries: u64,
+    /// The highest sequence number of any entry in the chunks below the
+    /// first one kept: 0 without such chunks, `u64::MAX` when the log
+    /// opened without them (what they held is not known).
+    forgotten_max_seq: u64,
 }
 
 impl KeyLog {
@@ -130,6 +134,7 @@ impl KeyLog {
             chunk_max_seq: vec![0; first as usize],
             end: first * chunk_bytes as u64,
             entries: 0,
+            forgotten_max_seq: if first > 0 { u64::MAX } else { 0 },
         };
         for index in first..=last {
             log.map_chunk(index)?;
@@ -176,9 +181,17 @@ impl KeyLog {
         for index in 0..below.min(last) {
             if self.chunks[index].take().is_some() {
                 files.push(self.dir.join(chunk_file_name(index as u64)));
+                self.forgotten_max_seq = self.forgotten_max_seq.max(self.chunk_max_seq[index]);
             }
         }
         files
+    }
+
+    /// The highest sequence number an entry below
+    /// [`KeyLog::first_position`] may have: an export of the entries from a
+    /// higher one on finds them all in the chunks kept.
+    pub(crate) fn forgotten_max_seq(&self) -> u64 {
+        self.forgotten_max_seq
     }
 
     fn scan(&mut self) -> io::Result<ScanSummary> {

@@ -82,7 +82,10 @@ impl RangeRead {
 /// partition's current checkpoint first (the entries that still matter as
 /// of its position) and then the key log after that position, so that it
 /// costs the partition's keys rather than its history; what it yields is
-/// what the whole key log yields, decided by sequence number.
+/// what the whole key log yields, decided by sequence number. An export of
+/// the entries from a sequence number that no deleted key-log chunk
+/// reaches reads the key log kept instead, skipping the chunks of older
+/// entries.
 #[derive(Clone)]
 pub struct ExportCursor(At);
 
@@ -332,16 +335,23 @@ impl Partition {
         max_bytes: usize,
         out: &mut Vec<u8>,
     ) -> Result<ExportProgress> {
-        let (snapshot, current, first) = {
+        let (snapshot, current, first, forgotten_max_seq) = {
             let st = self.state.lock();
             (
                 st.keylog.snapshot(),
                 st.checkpoints.current.clone(),
                 st.keylog.first_position(),
+                st.keylog.forgotten_max_seq(),
             )
         };
         let end = snapshot.end();
         let at = match (&cursor.0, current) {
+            // Entries from a sequence number above everything the deleted
+            // chunks held are all in the key log kept, which the chunks'
+            // highest sequence numbers let the export skip through: a tail
+            // pull or a follower that comes back costs its tail, not the
+            // checkpoint.
+            (At::Start, Some(_)) if min_seq > 0 && min_seq > forgotten_max_seq => At::Log(first),
             (At::Start, Some(checkpoint)) => At::Checkpoint {
                 checkpoint,
                 offset: 0,
