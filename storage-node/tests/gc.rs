@@ -570,26 +570,7 @@ fn keylog_chunks(partition: &Path) -> Vec<u64> {
 
 /// Entries an export of `partition` from the start yields.
 fn exported_entries(engine: &StorageEngine, partition: usize) -> u64 {
-    let mut cursor = storage_node::ExportCursor::start();
-    let mut entries = 0;
-    loop {
-        let mut out = Vec::new();
-        let progress = engine
-            .export_keylog(partition, &cursor, 0, 64 << 10, &mut out)
-            .expect("export");
-        let mut at = 0;
-        while at < out.len() {
-            let (frame, used) = splitkv_common::record::decode_frame(&out[at..]).expect("frame");
-            if let splitkv_common::record::Frame::Entries(frame) = frame {
-                entries += frame.iter().count() as u64;
-            }
-            at += used;
-        }
-        if progress.caught_up {
-            return entries;
-        }
-        cursor = progress.next;
-    }
+    exported_entries_from(engine, partition, 0)
 }
 
 #[test]

@@ -10,6 +10,25 @@ use crate::resp::command_docs::{Arg, deprecation, more_docs};
 use crate::resp::reply::Replies;
 use crate::resp::table::{COMMANDS, CommandInfo, Kind, lookup_full};
 
+/// What `fetch` answers if `shown`, for INFO (a failure is logged and
+/// shown as nothing: `what` names the storage node's figures).
+async fn if_shown<T, E: std::fmt::Display>(
+    shown: bool,
+    what: &str,
+    fetch: impl std::future::Future<Output = Result<T, E>>,
+) -> Option<T> {
+    if !shown {
+        return None;
+    }
+    match fetch.await {
+        Ok(value) => Some(value),
+        Err(e) => {
+            tracing::debug!("INFO without the storage node's {what}: {e}");
+            None
+        }
+    }
+}
+
 impl RespClient<'_> {
     /// INFO [section...].
     pub(super) async fn info(&self, cmd: &[Bytes], out: &mut Replies) {
@@ -18,32 +37,22 @@ impl RespClient<'_> {
             .iter()
             .map(|s| shown(s, 64).to_ascii_lowercase())
             .collect();
-        // A reader's lag needs the storage node's key-log counts (one round
-        // trip, only when the section is shown); without them the section
-        // shows what the reader knows.
-        let replication = if crate::resp::info::shows("replication", &wanted) {
-            match self.engine.replication_async().await {
-                Ok(replication) => Some(replication),
-                Err(e) => {
-                    tracing::debug!("INFO without the storage node's replication figures: {e}");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        // The storage node's space and collection figures, the same way.
-        let storage_stats = if crate::resp::info::shows("splitkv", &wanted) {
-            match self.engine.storage_stats_async().await {
-                Ok(stats) => Some(stats),
-                Err(e) => {
-                    tracing::debug!("INFO without the storage node's figures: {e}");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        // A reader's lag and the storage node's space and collection
+        // figures each need a round trip to the storage node, made only when
+        // their section is shown; without an answer the section shows what
+        // this node knows.
+        let replication = if_shown(
+            crate::resp::info::shows("replication", &wanted),
+            "replication figures",
+            self.engine.replication_async(),
+        )
+        .await;
+        let storage_stats = if_shown(
+            crate::resp::info::shows("splitkv", &wanted),
+            "figures",
+            self.engine.storage_stats_async(),
+        )
+        .await;
         let facts = crate::resp::info::ServerFacts {
             redis_version: REDIS_VERSION,
             tcp_port: self.port,
