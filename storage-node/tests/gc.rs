@@ -384,6 +384,58 @@ fn below_the_disk_reserve_puts_are_refused_but_not_collection_and_resume_once_sp
     check(&engine, &expected);
 }
 
+#[test]
+fn a_failed_checkpoint_write_stops_the_pass_with_the_error_and_loses_nothing() {
+    for (errno, said) in [
+        (libc::EIO, "Input/output error"),
+        (libc::ENOSPC, "disk is full"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plan = FaultPlan::new();
+        let (engine, mut expected) = half_dead_store(dir.path(), &plan);
+        drop(engine);
+        // Each pass also checkpoints what was appended since.
+        let mut checkpointing = config(dir.path());
+        checkpointing.gc.checkpoint_every_keylog_bytes = 1;
+        let engine = StorageEngine::open_with_disk(
+            checkpointing,
+            FaultDisk::new(std::sync::Arc::clone(&plan)),
+        )
+        .expect("reopen through the fault disk");
+        engine.put(1, b"before", b"the failure").expect("put");
+        expected.insert(b"before".to_vec(), Some(b"the failure".to_vec()));
+        let before = engine.stats().partitions[1].checkpoint_position;
+        plan.fail_now(Op::SyncData, Files::Named("checkpoint.tmp"), errno);
+        let err = engine
+            .collect_garbage(40)
+            .expect_err("the checkpoint cannot be made durable");
+        let message = err.to_string();
+        assert!(
+            message.contains("writing a checkpoint of partition") && message.contains(said),
+            "{message}"
+        );
+        assert!(plan.failed(Op::SyncData, Files::Named("checkpoint.tmp")) > 0);
+        assert_eq!(engine.stats().partitions[1].checkpoint_position, before);
+        // Nothing is lost, and reads and writes go on.
+        check(&engine, &expected);
+        engine
+            .put(1, b"after", b"the failure")
+            .expect("writes go on");
+        expected.insert(b"after".to_vec(), Some(b"the failure".to_vec()));
+        plan.stop_failing(Op::SyncData);
+        engine
+            .collect_garbage(40)
+            .expect("the next pass checkpoints");
+        let made = engine.stats().partitions[1].checkpoint_position;
+        assert!(made > before, "{made} > {before}");
+        check(&engine, &expected);
+        drop(engine);
+        let engine = StorageEngine::open(config(dir.path())).expect("reopen");
+        assert!(engine.recovery_report()[1].checkpoint_position.is_some());
+        check(&engine, &expected);
+    }
+}
+
 /// The storage node's own directory (rebuilt from checkpoints) names, for
 /// every key, what the key logs name.
 fn check_directory(engine: &StorageEngine, expected: &Expected) {
