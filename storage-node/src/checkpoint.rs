@@ -12,10 +12,26 @@
 //! key logs yield, in any order. Deletes are kept too, so a delete never
 //! stops shadowing an older put of its key in another partition.
 //!
+//! A checkpoint can also be swept against the node's key directory
+//! ([`Sweep`]): then it keeps only what a rebuild still needs. A put goes
+//! once any partition's entry superseded it (that entry is committed, and
+//! it stays until it is superseded or dropped in turn); a delete or expire
+//! goes once a newer put superseded it, or once no older version of its key
+//! is left anywhere a rebuild can read (its sequence number is below the
+//! node's tombstone floor). Bitcask and Badger both shipped the bug where a
+//! dropped tombstone let an older put come back; the floor is what stops
+//! it. A checkpoint records the sequence number below which it is swept
+//! (`swept_below_seq`): no put that a delete or expire with a lower
+//! sequence number superseded is in it, or in the key log after it. The
+//! node's floor is the lowest of these over every checkpoint that any
+//! partition could still open from (see
+//! [`crate::partition::Partition::swept_below_seq`]).
+//!
 //! On disk: `checkpoint` (the current one) and `checkpoint.prev` (the one
-//! before), each a 64-byte header (magic, position, highest sequence
+//! before), each a 72-byte header (magic, position, highest sequence
 //! number, end of the furthest value-log record, entry count, body length,
-//! creation time, body checksum, header checksum) and a body of key-log
+//! creation time, swept-below sequence number, body checksum, header
+//! checksum) and a body of key-log
 //! frames. A new one is written to `checkpoint.tmp`, synced, and made
 //! current by renames; the key-log chunks wholly below the previous one's
 //! position may then go, so that either checkpoint can be opened from.
@@ -33,8 +49,8 @@ pub(crate) const CURRENT: &str = "checkpoint";
 /// The previous checkpoint's file name.
 pub(crate) const PREVIOUS: &str = "checkpoint.prev";
 const TEMPORARY: &str = "checkpoint.tmp";
-const MAGIC: [u8; 8] = *b"SKVCKPT1";
-const HEADER_BYTES: usize = 64;
+const MAGIC: [u8; 8] = *b"SKVCKPT2";
+const HEADER_BYTES: usize = 72;
 /// Payload bytes per frame of a checkpoint's body.
 const FRAME_PAYLOAD_BYTES: usize = 60 << 10;
 
@@ -51,6 +67,10 @@ pub(crate) struct Checkpoint {
     pub(crate) entries: u64,
     /// When it was made (Unix milliseconds).
     pub(crate) made_at_ms: u64,
+    /// No put that a delete or expire with a lower sequence number
+    /// superseded is in this checkpoint or in the key log after its
+    /// position (0: no such promise).
+    pub(crate) swept_below_seq: u64,
     /// Key-log frames holding the entries.
     pub(crate) body: Vec<u8>,
 }
@@ -66,6 +86,7 @@ impl Checkpoint {
             self.entries,
             self.body.len() as u64,
             self.made_at_ms,
+            self.swept_below_seq,
         ] {
             out.extend_from_slice(&field.to_le_bytes());
         }
@@ -85,7 +106,7 @@ impl Checkpoint {
         }
         let u64_at = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("8"));
         let u32_at = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4"));
-        if crc32c::crc32c(&header[..60]) != u32_at(60) {
+        if crc32c::crc32c(&header[..68]) != u32_at(68) {
             return Err("header checksum mismatch".into());
         }
         let body_len = usize::try_from(u64_at(40)).map_err(|_| "body length out of range")?;
@@ -93,7 +114,7 @@ impl Checkpoint {
             .get(HEADER_BYTES..)
             .filter(|body| body.len() == body_len)
             .ok_or("torn: the body is not as long as the header says")?;
-        if crc32c::crc32c(body) != u32_at(56) {
+        if crc32c::crc32c(body) != u32_at(64) {
             return Err("body checksum mismatch".into());
         }
         Ok(Self {
@@ -102,6 +123,7 @@ impl Checkpoint {
             max_value_end: u64_at(24),
             entries: u64_at(32),
             made_at_ms: u64_at(48),
+            swept_below_seq: u64_at(56),
             body: body.to_vec(),
         })
     }
@@ -251,9 +273,25 @@ impl Fold {
         self.max_value_end = self.max_value_end.max(checkpoint.max_value_end);
     }
 
-    /// The checkpoint of what was folded, covering the key log up to
-    /// `position`.
+    /// The checkpoint of everything folded, covering the key log up to
+    /// `position`, not swept.
+    #[cfg(test)]
     pub(crate) fn finish(self, position: u64, made_at_ms: u64) -> Checkpoint {
+        self.finish_swept(position, made_at_ms, 0, |_| true)
+    }
+
+    /// The checkpoint of what was folded, covering the key log up to
+    /// `position`, keeping of the winners only those `needed` says a
+    /// rebuild still needs, and promising that it is swept below
+    /// `swept_below_seq` (see the module documentation; 0 promises
+    /// nothing).
+    pub(crate) fn finish_swept(
+        self,
+        position: u64,
+        made_at_ms: u64,
+        swept_below_seq: u64,
+        needed: impl Fn(&KeyEntry<'_>) -> bool,
+    ) -> Checkpoint {
         let mut body = Vec::new();
         let mut frame = FrameBuilder::default();
         let mut entries = 0u64;
@@ -294,7 +332,9 @@ impl Fold {
                 expire_at_ms: kept.expire_at_ms,
                 key,
             };
-            push(&entry, &mut body, &mut frame);
+            if needed(&entry) {
+                push(&entry, &mut body, &mut frame);
+            }
         }
         if entries > 0 {
             body.extend_from_slice(frame.finish());
@@ -305,6 +345,7 @@ impl Fold {
             max_value_end: self.max_value_end,
             entries,
             made_at_ms,
+            swept_below_seq,
             body,
         }
     }

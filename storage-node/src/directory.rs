@@ -141,6 +141,50 @@ impl KeyDirectory {
         self.shard(key).lock().get(key).copied()
     }
 
+    /// Whether a rebuild still needs `entry`, the entry of its key that
+    /// wins among `partition`'s own (what a checkpoint's sweep keeps; see
+    /// [`crate::checkpoint`]):
+    /// - a put while it is the key's newest version here (once another
+    ///   entry superseded it, that entry is committed and decides);
+    /// - a delete or expire while no newer put superseded it and its
+    ///   sequence number is at least `tombstone_floor_seq` (below the
+    ///   floor no older version of the key is left anywhere a rebuild
+    ///   reads);
+    /// - a clear always.
+    pub(crate) fn needed_by_rebuild(
+        &self,
+        partition: usize,
+        entry: &KeyEntry<'_>,
+        tombstone_floor_seq: u64,
+    ) -> bool {
+        let version = self.get(entry.key);
+        let gone_through = match entry.kind {
+            EntryKind::Put => {
+                return matches!(version, Some(Version::Live(place))
+                    if place.partition as usize == partition
+                        && place.seq == entry.seq
+                        && place.offset == entry.value_offset);
+            }
+            EntryKind::Clear => return true,
+            EntryKind::Delete => entry.seq,
+            EntryKind::Expire { version_seq } => version_seq,
+        };
+        entry.seq >= tombstone_floor_seq
+            && !matches!(version, Some(Version::Live(place)) if place.seq > gone_through)
+    }
+
+    /// Forgets the marks of keys whose versions up to a sequence number
+    /// below `tombstone_floor_seq` are gone: no older version of those keys
+    /// is left to be applied, so the marks decide nothing any more.
+    pub(crate) fn forget_gone_below(&self, tombstone_floor_seq: u64) {
+        for shard in self.shards.iter() {
+            shard.lock().retain(|_, version| match *version {
+                Version::Gone { through } => through >= tombstone_floor_seq,
+                Version::Live(_) => true,
+            });
+        }
+    }
+
     /// Applies one committed key-log entry of `partition`.
     pub(crate) fn apply(&self, partition: usize, entry: &KeyEntry<'_>) {
         match entry.kind {

@@ -17,8 +17,8 @@ use crate::gc::{Collector, GcReport};
 use crate::manifest::{EpochFile, Manifest};
 use crate::node_state::{NodeSettings, NodeState};
 use crate::partition::{
-    ExportCursor, ExportProgress, OwnedWrite, Partition, RangeRead, RecordBytes, Submitted,
-    WriteCompletion, WriteOp,
+    CheckpointRound, ExportCursor, ExportProgress, OwnedWrite, Partition, RangeRead, RecordBytes,
+    Submitted, WriteCompletion, WriteOp,
 };
 use crate::recovery::{self, PartitionRecovery};
 use crate::space::{DeadBytesBound, SpaceReserve};
@@ -177,6 +177,10 @@ impl StorageEngine {
                 }
             }
         }
+        // Marks of deletes below the floor came from the key-log tails;
+        // nothing they could shadow is left.
+        node.directory
+            .forget_gone_below(crate::partition::tombstone_floor_seq(&partitions));
         let collector = match Collector::start(partitions.clone(), config.gc) {
             Ok(collector) => collector,
             Err(e) => {
@@ -489,10 +493,17 @@ impl StorageEngine {
             }
         }
         // A clean close leaves a checkpoint of every partition, so that
-        // the next open reads only the checkpoints.
+        // the next open reads only the checkpoints. Nothing is written any
+        // more: the checkpoints are swept below the next sequence number.
         if first_error.is_none() && self.node.check_writable().is_ok() {
+            let round = CheckpointRound {
+                tombstone_floor_seq: crate::partition::tombstone_floor_seq(&self.partitions),
+                quiescent_below_seq: Some(self.node.peek_next_seq()),
+                partitions: &self.partitions,
+            };
             for partition in &self.partitions {
-                if let Err(e) = partition.write_checkpoint(splitkv_common::clock::now_ms()) {
+                if let Err(e) = partition.write_checkpoint(splitkv_common::clock::now_ms(), &round)
+                {
                     first_error.get_or_insert(e);
                 }
             }

@@ -13,7 +13,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::directory::SegmentUsage;
 use crate::error::Result;
-use crate::partition::Partition;
+use crate::partition::{CheckpointRound, Partition, tombstone_floor_seq};
 
 /// What a garbage-collection pass did, summed over the partitions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -222,13 +222,22 @@ impl Shared {
         if *self.stopping.lock() {
             return Ok(report);
         }
-        for partition in &self.partitions {
-            let every = self.config.checkpoint_every_keylog_bytes;
-            if every > 0
-                && partition.is_writable()
-                && partition.keylog_bytes_since_checkpoint() >= every
-            {
-                partition.write_checkpoint(splitkv_common::clock::now_ms())?;
+        let every = self.config.checkpoint_every_keylog_bytes;
+        if every > 0 {
+            // Writes go on: the checkpoints keep the sweep of the ones they
+            // replace, and drop the deletes below the floor.
+            let round = CheckpointRound {
+                tombstone_floor_seq: tombstone_floor_seq(&self.partitions),
+                quiescent_below_seq: None,
+                partitions: &self.partitions,
+            };
+            for partition in &self.partitions {
+                if partition.is_writable() && partition.keylog_bytes_since_checkpoint() >= every {
+                    partition.write_checkpoint(splitkv_common::clock::now_ms(), &round)?;
+                }
+            }
+            if let Some(partition) = self.partitions.first() {
+                partition.forget_gone_below(round.tombstone_floor_seq);
             }
         }
         // What the pass freed (or an operator did) lets puts in again.

@@ -10,7 +10,7 @@ use crate::disk::{Disk, DiskFile, FileKind};
 use crate::error::{Result, StorageError};
 
 /// Version of the on-disk format this build reads and writes.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 const MANIFEST: &str = "MANIFEST";
 const EPOCH: &str = "EPOCH";
 const MANIFEST_HEADER: &str = "splitkv data directory";

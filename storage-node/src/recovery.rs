@@ -99,11 +99,9 @@ pub(crate) fn recover_partition(
         keylog: scan,
         ..PartitionRecovery::default()
     };
-    let (checkpoint, checkpoint_is_current_file) =
-        match choose_checkpoint(disk, &dir, &keylog, &mut report)? {
-            Some((c, name)) => (Some(c), name == checkpoint::CURRENT),
-            None => (None, false),
-        };
+    let chosen = choose_checkpoint(disk, &dir, &keylog, &mut report)?;
+    let checkpoint_is_current_file = chosen.name == Some(checkpoint::CURRENT);
+    let checkpoint = chosen.checkpoint;
     let keylog_entries_before_checkpoint = checkpoint.as_ref().map_or(0, |c| {
         let mut after = 0u64;
         keylog
@@ -176,6 +174,7 @@ pub(crate) fn recover_partition(
             next_base,
             checkpoint,
             checkpoint_is_current_file,
+            fallback_swept_below_seq: chosen.fallback_swept_below_seq,
             keylog_entries_before_checkpoint,
             dir: dir.clone(),
             disk: Arc::clone(disk_arc),
@@ -185,14 +184,25 @@ pub(crate) fn recover_partition(
     })
 }
 
+/// The checkpoint a partition opens from.
+struct Chosen {
+    /// The checkpoint, `None` to read the whole key log.
+    checkpoint: Option<Arc<Checkpoint>>,
+    /// Its file's name.
+    name: Option<&'static str>,
+    /// What `checkpoint.prev` is swept below, when the partition opens from
+    /// `checkpoint` and `checkpoint.prev` would open too.
+    fallback_swept_below_seq: Option<u64>,
+}
+
 /// The checkpoint to open the partition from (see the module
-/// documentation) and its file's name, `None` to read the whole key log.
+/// documentation).
 fn choose_checkpoint(
     disk: &dyn Disk,
     dir: &Path,
     keylog: &KeyLog,
     report: &mut PartitionRecovery,
-) -> Result<Option<(Arc<Checkpoint>, &'static str)>> {
+) -> Result<Chosen> {
     let (current, previous) = checkpoint::load(disk, dir);
     let usable = |found: Result<Arc<Checkpoint>, String>| match found {
         Ok(c) if c.position >= keylog.first_position() && c.position <= keylog.end() => Ok(c),
@@ -205,6 +215,7 @@ fn choose_checkpoint(
         Err(reason) => Err(reason),
     };
     let mut problems = Vec::new();
+    let fallback_swept_below_seq = usable(previous.clone()).ok().map(|c| c.swept_below_seq);
     for (name, found) in [
         (checkpoint::CURRENT, current),
         (checkpoint::PREVIOUS, previous),
@@ -219,7 +230,12 @@ fn choose_checkpoint(
                     );
                 }
                 report.checkpoint_position = Some(c.position);
-                return Ok(Some((c, name)));
+                return Ok(Chosen {
+                    checkpoint: Some(c),
+                    name: Some(name),
+                    fallback_swept_below_seq: fallback_swept_below_seq
+                        .filter(|_| name == checkpoint::CURRENT),
+                });
             }
             Err(reason) if reason == "none" => {}
             Err(reason) => {
@@ -252,7 +268,11 @@ fn choose_checkpoint(
             problems.join("; ")
         );
     }
-    Ok(None)
+    Ok(Chosen {
+        checkpoint: None,
+        name: None,
+        fallback_swept_below_seq: None,
+    })
 }
 
 fn open_vlog_error(data_dir: &Path, e: std::io::Error) -> StorageError {

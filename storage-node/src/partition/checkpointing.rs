@@ -8,7 +8,76 @@ use super::{Checkpoints, Partition};
 use crate::checkpoint::{self, Fold};
 use crate::error::{Result, StorageError};
 
+/// A round of checkpoints over the node's partitions: what each one may
+/// sweep (see [`crate::checkpoint`]).
+pub(crate) struct CheckpointRound<'a> {
+    /// Deletes and expires with a lower sequence number may be dropped: the
+    /// node's tombstone floor ([`tombstone_floor_seq`]) as the round began.
+    pub(crate) tombstone_floor_seq: u64,
+    /// `Some(seq)` when the node is quiescent (a clean close): every write
+    /// with a lower sequence number is committed and no write is under way,
+    /// so a checkpoint swept now is swept below `seq`. `None` while writes
+    /// go on: a new checkpoint keeps the promise of the one it folds in.
+    pub(crate) quiescent_below_seq: Option<u64>,
+    /// Every partition of the node. Their key logs are synced before a
+    /// swept checkpoint is stored: the entries its sweep relied on then
+    /// last as long as it does.
+    pub(crate) partitions: &'a [Arc<Partition>],
+}
+
+/// The node's tombstone floor: the lowest sequence number below which every
+/// checkpoint any of `partitions` could open from is swept. No put that a
+/// delete or expire below it superseded is left anywhere a rebuild reads,
+/// so such a delete or expire may go.
+pub(crate) fn tombstone_floor_seq(partitions: &[Arc<Partition>]) -> u64 {
+    partitions
+        .iter()
+        .map(|p| p.swept_below_seq())
+        .min()
+        .unwrap_or(0)
+}
+
 impl Partition {
+    /// The sequence number below which every checkpoint this partition
+    /// could open from is swept: 0 while the first chunk of its key log is
+    /// still held (the whole key log is the last fallback then, and it
+    /// holds every entry ever written).
+    pub(crate) fn swept_below_seq(&self) -> u64 {
+        let st = self.state.lock();
+        if st.keylog.first_position() == 0 {
+            return 0;
+        }
+        let current = st
+            .checkpoints
+            .current
+            .as_ref()
+            .map_or(0, |c| c.swept_below_seq);
+        current.min(st.checkpoints.fallback_swept_below_seq.unwrap_or(u64::MAX))
+    }
+
+    /// Forgets the node's marks of deleted keys below `tombstone_floor_seq`
+    /// (see [`crate::directory::KeyDirectory::forget_gone_below`]).
+    pub(crate) fn forget_gone_below(&self, tombstone_floor_seq: u64) {
+        self.node.directory.forget_gone_below(tombstone_floor_seq);
+    }
+
+    /// Syncs the key log from the current checkpoint's position (the part
+    /// before it was synced when that checkpoint was made) to its end.
+    pub(crate) fn sync_key_log(&self) -> Result<()> {
+        let (snapshot, from) = {
+            let st = self.state.lock();
+            let from = st
+                .checkpoints
+                .current
+                .as_ref()
+                .map_or(st.keylog.first_position(), |c| c.position);
+            (st.keylog.snapshot(), from)
+        };
+        snapshot.sync(from, snapshot.end()).map_err(|e| {
+            StorageError::io(format!("syncing the key log of partition {}", self.id), e)
+        })
+    }
+
     /// Key-log bytes appended since the current checkpoint (since the
     /// log's start without one).
     pub(crate) fn keylog_bytes_since_checkpoint(&self) -> u64 {
@@ -21,14 +90,19 @@ impl Partition {
         st.keylog.end().saturating_sub(from)
     }
 
-    /// Makes a checkpoint of the key log as it is now, made at `now_ms`,
-    /// unless nothing was appended since the current one: the frames it
-    /// covers are synced first, then the checkpoint is written, synced and
-    /// made current, and the one it replaces becomes `checkpoint.prev`.
-    /// Then the key-log chunks wholly below that previous one go, so that
-    /// either checkpoint can still be opened from. Returns whether one was
-    /// made.
-    pub(crate) fn write_checkpoint(&self, now_ms: u64) -> Result<bool> {
+    /// Makes a checkpoint of the key log as it is now, made at `now_ms`
+    /// and swept as `round` allows, unless nothing was appended since the
+    /// current one and it would be swept no further: the frames it covers
+    /// are synced first, then every partition's key log, then the
+    /// checkpoint is written, synced and made current, and the one it
+    /// replaces becomes `checkpoint.prev`. Then the key-log chunks wholly
+    /// below that previous one go, so that either checkpoint can still be
+    /// opened from. Returns whether one was made.
+    pub(crate) fn write_checkpoint(
+        &self,
+        now_ms: u64,
+        round: &CheckpointRound<'_>,
+    ) -> Result<bool> {
         let _one_at_a_time = self.checkpointing.lock();
         let (snapshot, entries, base, base_is_current_file, first) = {
             let st = self.state.lock();
@@ -42,7 +116,12 @@ impl Partition {
         };
         let position = snapshot.end();
         let from = base.as_ref().map_or(first, |c| c.position);
-        if position == from {
+        let base_swept = base.as_ref().map_or(0, |c| c.swept_below_seq);
+        let swept_below_seq = match round.quiescent_below_seq {
+            Some(seq) => seq.max(base_swept),
+            None => base_swept,
+        };
+        if position == from && (base.is_none() || swept_below_seq == base_swept) {
             return Ok(false);
         }
         let failed =
@@ -53,7 +132,13 @@ impl Partition {
             fold.add_checkpoint(base);
         }
         snapshot.for_each_entry(from..position, |entry| fold.add(entry));
-        let made = fold.finish(position, now_ms);
+        let directory = &self.node.directory;
+        let made = fold.finish_swept(position, now_ms, swept_below_seq, |entry| {
+            directory.needed_by_rebuild(self.id, entry, round.tombstone_floor_seq)
+        });
+        for partition in round.partitions {
+            partition.sync_key_log()?;
+        }
         checkpoint::store(&*self.disk, &self.dir, &made).map_err(failed)?;
         let unneeded = {
             let mut st = self.state.lock();
@@ -61,6 +146,10 @@ impl Partition {
                 current: Some(Arc::new(made)),
                 is_current_file: true,
                 keylog_entries_before: entries,
+                fallback_swept_below_seq: base
+                    .as_ref()
+                    .filter(|_| base_is_current_file)
+                    .map(|c| c.swept_below_seq),
             };
             // The replaced checkpoint is `checkpoint.prev` now only if it
             // was the current file; otherwise the previous file is one that

@@ -56,6 +56,7 @@ use crate::error::{Result, StorageError};
 use crate::keylog::KeyLog;
 use crate::node_state::NodeState;
 
+pub(crate) use checkpointing::{CheckpointRound, tombstone_floor_seq};
 pub use queue::{MAX_QUEUED_WRITES_PER_PARTITION, OwnedOp, OwnedWrite, Submitted, WriteCompletion};
 pub use reader::{ExportCursor, ExportProgress, MAX_RANGE_BYTES, RangeRead, RecordBytes};
 pub(crate) use slot::BufferSlot;
@@ -88,6 +89,9 @@ pub(crate) struct PartitionParts {
     /// Whether that checkpoint is the file `checkpoint` (not
     /// `checkpoint.prev`, opened for want of a current one that verifies).
     pub(crate) checkpoint_is_current_file: bool,
+    /// What the checkpoint a rebuild would fall back to is swept below, if
+    /// there is one that verifies (`checkpoint.prev` behind `checkpoint`).
+    pub(crate) fallback_swept_below_seq: Option<u64>,
     /// Entries of the key log below the checkpoint's position, as
     /// [`KeyLog::entries`] counts them.
     pub(crate) keylog_entries_before_checkpoint: u64,
@@ -128,6 +132,9 @@ pub(crate) struct Checkpoints {
     /// Entries of the key log below `current`'s position, as
     /// [`KeyLog::entries`] counts them.
     keylog_entries_before: u64,
+    /// What the checkpoint a rebuild falls back to when `current` does not
+    /// verify is swept below; `None` without one.
+    fallback_swept_below_seq: Option<u64>,
 }
 
 impl Checkpoints {
@@ -237,6 +244,7 @@ impl Partition {
             current: parts.checkpoint.clone(),
             is_current_file: parts.checkpoint_is_current_file,
             keylog_entries_before: parts.keylog_entries_before_checkpoint,
+            fallback_swept_below_seq: parts.fallback_swept_below_seq,
         };
         let partition = Arc::new(Self {
             id,
