@@ -458,6 +458,24 @@ mod tests {
     }
 
     #[test]
+    fn a_swept_checkpoint_keeps_only_what_it_is_told_and_records_its_sweep() {
+        let mut fold = Fold::default();
+        fold.add(&entry(EntryKind::Put, 1, 0, b"a"));
+        fold.add(&entry(EntryKind::Delete, 2, 0, b"b"));
+        fold.add(&entry(EntryKind::Put, 3, 100, b"c"));
+        fold.add(&entry(EntryKind::Clear, 0, 0, b""));
+        let checkpoint = fold.finish_swept(4096, 1, 10, |e| e.key != b"b");
+        let kept = kept(&checkpoint);
+        assert_eq!(kept.len(), 3, "{kept:?}");
+        assert!(!kept.contains_key(&b"b"[..]));
+        assert_eq!(checkpoint.entries, 3);
+        assert_eq!(checkpoint.max_seq, 3, "what was dropped still counts");
+        assert_eq!(checkpoint.swept_below_seq, 10);
+        let decoded = Checkpoint::decode(&checkpoint.encode()).expect("decodes");
+        assert_eq!(decoded.swept_below_seq, 10);
+    }
+
+    #[test]
     fn a_checkpoint_round_trips_and_any_damage_is_detected() {
         let mut fold = Fold::default();
         for i in 0..5000u64 {
@@ -471,7 +489,7 @@ mod tests {
         );
         let bytes = checkpoint.encode();
         assert_eq!(Checkpoint::decode(&bytes).as_ref(), Ok(&checkpoint));
-        for at in [0, 9, 30, 61, HEADER_BYTES + 5, bytes.len() - 1] {
+        for at in [0, 9, 30, 58, 65, 69, HEADER_BYTES + 5, bytes.len() - 1] {
             let mut damaged = bytes.clone();
             damaged[at] ^= 0x10;
             assert!(Checkpoint::decode(&damaged).is_err(), "byte {at}");

@@ -527,6 +527,55 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_rebuild_needs_only_newest_puts_and_deletes_above_the_floor_not_superseded() {
+        let dir = KeyDirectory::new(2, SEGMENT);
+        // "a": put in 0, overwritten in 1. "b": put in 0, deleted in 1.
+        // "c": deleted in 0, put again in 1. "d": expired in 1.
+        let entries = [
+            (0, put(1, 0, b"a")),
+            (1, put(2, 0, b"a")),
+            (0, put(3, 100, b"b")),
+            (1, keyless(EntryKind::Delete, 4, b"b")),
+            (0, keyless(EntryKind::Delete, 5, b"c")),
+            (1, put(6, 100, b"c")),
+            (1, put(7, 200, b"d")),
+            (1, keyless(EntryKind::Expire { version_seq: 7 }, 8, b"d")),
+        ];
+        for (p, e) in &entries {
+            dir.apply(*p, e);
+        }
+        let needed = |floor: u64| -> Vec<bool> {
+            entries
+                .iter()
+                .map(|(p, e)| dir.needed_by_rebuild(*p, e, floor))
+                .collect()
+        };
+        assert_eq!(
+            needed(0),
+            [false, true, false, true, false, true, false, true]
+        );
+        // Below the floor, a delete or an expire is needed no more; one at
+        // or above it still is.
+        assert_eq!(
+            needed(8),
+            [false, true, false, false, false, true, false, true]
+        );
+        assert_eq!(
+            needed(9),
+            [false, true, false, false, false, true, false, false]
+        );
+        // A relocated version is needed only at its new place.
+        dir.apply(1, &put(2, 5000, b"a"));
+        assert!(!dir.needed_by_rebuild(1, &put(2, 0, b"a"), 0));
+        assert!(dir.needed_by_rebuild(1, &put(2, 5000, b"a"), 0));
+        // The marks below the floor go; the live versions stay.
+        dir.forget_gone_below(5);
+        assert_eq!(dir.get(b"b"), None);
+        assert_eq!(dir.get(b"d"), Some(Version::Gone { through: 7 }));
+        assert!(matches!(dir.get(b"c"), Some(Version::Live(p)) if p.seq == 6));
+    }
+
     proptest! {
         /// Any interleaving of the partitions' entries gives the same
         /// directory and the same usage, and live bytes are the bytes of

@@ -56,6 +56,9 @@ pub enum Files {
     Kind(FileKind),
     /// Files of this name in any directory: `"buffer.0"`, `"MANIFEST"`.
     Named(&'static str),
+    /// Files of this name in directories of that name: `("p001",
+    /// "checkpoint.tmp")`.
+    NamedIn(&'static str, &'static str),
     /// The value logs' segment files (`value-NNNNNNNN.seg`).
     ValueLog,
     /// The key logs' chunk files (`key-NNNNNNNN.log`).
@@ -68,6 +71,7 @@ impl Files {
             Files::All => true,
             Files::Kind(kind) => file.kind == kind,
             Files::Named(name) => file.name == name,
+            Files::NamedIn(dir, name) => file.dir == dir && file.name == name,
             Files::ValueLog => file
                 .name
                 .to_str()
@@ -91,6 +95,8 @@ struct Fault {
 #[derive(Debug)]
 struct FileCounts {
     name: OsString,
+    /// The name of the directory the file is in.
+    dir: OsString,
     kind: FileKind,
     succeeded: [AtomicUsize; OPS],
     failed: [AtomicUsize; OPS],
@@ -261,6 +267,11 @@ impl FaultPlan {
     fn register(&self, path: &Path, kind: FileKind) -> Arc<FileCounts> {
         let counts = Arc::new(FileCounts {
             name: path.file_name().map(OsString::from).unwrap_or_default(),
+            dir: path
+                .parent()
+                .and_then(Path::file_name)
+                .map(OsString::from)
+                .unwrap_or_default(),
             kind,
             succeeded: Default::default(),
             failed: Default::default(),
