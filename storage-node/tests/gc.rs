@@ -718,8 +718,23 @@ fn key_log_chunks_below_the_previous_checkpoint_go_and_exports_start_from_the_ch
 /// Entries an export of `partition` from the start yields, of the frames
 /// holding an entry with a sequence number of at least `min_seq`.
 fn exported_entries_from(engine: &StorageEngine, partition: usize, min_seq: u64) -> u64 {
-    let mut cursor = storage_node::ExportCursor::start();
     let mut entries = 0;
+    for_each_exported_frame(engine, partition, min_seq, |frame| {
+        entries += frame.iter().count() as u64;
+    });
+    entries
+}
+
+/// Calls `f` with every entry frame an export of `partition` from the
+/// start yields, of the frames holding an entry with a sequence number of
+/// at least `min_seq`.
+fn for_each_exported_frame(
+    engine: &StorageEngine,
+    partition: usize,
+    min_seq: u64,
+    mut f: impl FnMut(&splitkv_common::record::FrameEntries<'_>),
+) {
+    let mut cursor = storage_node::ExportCursor::start();
     loop {
         let mut out = Vec::new();
         let progress = engine
@@ -729,12 +744,12 @@ fn exported_entries_from(engine: &StorageEngine, partition: usize, min_seq: u64)
         while at < out.len() {
             let (frame, used) = splitkv_common::record::decode_frame(&out[at..]).expect("frame");
             if let splitkv_common::record::Frame::Entries(frame) = frame {
-                entries += frame.iter().count() as u64;
+                f(&frame);
             }
             at += used;
         }
         if progress.caught_up {
-            return entries;
+            return;
         }
         cursor = progress.next;
     }
@@ -794,32 +809,17 @@ fn exported_by_key(
     engine: &StorageEngine,
     partition: usize,
 ) -> HashMap<Vec<u8>, Vec<splitkv_common::record::EntryKind>> {
-    let mut cursor = storage_node::ExportCursor::start();
     let mut by_key: HashMap<Vec<u8>, Vec<_>> = HashMap::new();
-    loop {
-        let mut out = Vec::new();
-        let progress = engine
-            .export_keylog(partition, &cursor, 0, 64 << 10, &mut out)
-            .expect("export");
-        let mut at = 0;
-        while at < out.len() {
-            let (frame, used) = splitkv_common::record::decode_frame(&out[at..]).expect("frame");
-            if let splitkv_common::record::Frame::Entries(frame) = frame {
-                for entry in frame.iter() {
-                    let entry = entry.expect("entry");
-                    by_key
-                        .entry(entry.key.to_vec())
-                        .or_default()
-                        .push(entry.kind);
-                }
-            }
-            at += used;
+    for_each_exported_frame(engine, partition, 0, |frame| {
+        for entry in frame.iter() {
+            let entry = entry.expect("entry");
+            by_key
+                .entry(entry.key.to_vec())
+                .or_default()
+                .push(entry.kind);
         }
-        if progress.caught_up {
-            return by_key;
-        }
-        cursor = progress.next;
-    }
+    });
+    by_key
 }
 
 /// Overwrites 2000 keys of each partition with small values: about a

@@ -66,12 +66,7 @@ impl Partition {
     pub(crate) fn sync_key_log(&self) -> Result<()> {
         let (snapshot, from) = {
             let st = self.state.lock();
-            let from = st
-                .checkpoints
-                .current
-                .as_ref()
-                .map_or(st.keylog.first_position(), |c| c.position);
-            (st.keylog.snapshot(), from)
+            (st.keylog.snapshot(), st.checkpoint_position())
         };
         snapshot.sync(from, snapshot.end()).map_err(|e| {
             StorageError::io(format!("syncing the key log of partition {}", self.id), e)
@@ -82,12 +77,7 @@ impl Partition {
     /// log's start without one).
     pub(crate) fn keylog_bytes_since_checkpoint(&self) -> u64 {
         let st = self.state.lock();
-        let from = st
-            .checkpoints
-            .current
-            .as_ref()
-            .map_or(st.keylog.first_position(), |c| c.position);
-        st.keylog.end().saturating_sub(from)
+        st.keylog.end().saturating_sub(st.checkpoint_position())
     }
 
     /// Makes a checkpoint of the key log as it is now, made at `now_ms`

@@ -154,6 +154,15 @@ impl PartitionState {
         self.slots.iter().position(BufferSlot::is_filling)
     }
 
+    /// The key-log position the current checkpoint covers up to (the
+    /// log's first position without one): a rebuild replays from here.
+    fn checkpoint_position(&self) -> u64 {
+        self.checkpoints
+            .current
+            .as_ref()
+            .map_or(self.keylog.first_position(), |c| c.position)
+    }
+
     /// End of the record area: the active buffer's fill, or `next_base`.
     fn tail(&self) -> u64 {
         self.slots
