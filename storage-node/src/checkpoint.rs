@@ -13,7 +13,7 @@
 //! stops shadowing an older put of its key in another partition.
 //!
 //! A checkpoint can also be swept against the node's key directory
-//! ([`Sweep`]): then it keeps only what a rebuild still needs. A put goes
+//! ([`Fold::finish_swept`]): then it keeps only what a rebuild still needs. A put goes
 //! once any partition's entry superseded it (that entry is committed, and
 //! it stays until it is superseded or dropped in turn); a delete or expire
 //! goes once a newer put superseded it, or once no older version of its key
