@@ -476,8 +476,11 @@ impl StorageEngine {
 
     /// Writes every buffer to the value log, makes everything durable, and
     /// stops the partitions' threads. Writes are refused from the moment
-    /// this starts; queued writes are completed with that refusal. Called by
-    /// `Drop` too, where errors can only be logged.
+    /// this starts; queued writes are completed with that refusal. Fails if
+    /// that could not be done, or if a failure had poisoned the engine
+    /// before: what did not reach the value log stays in the write buffers'
+    /// files and is replayed by the next open. Called by `Drop` too, where
+    /// errors can only be logged.
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -508,7 +511,9 @@ impl StorageEngine {
                 }
             }
         }
-        match first_error {
+        // A node poisoned before or during the close could not make
+        // everything durable: what is left is replayed by the next open.
+        match first_error.or_else(|| self.node.poison_error()) {
             Some(e) => Err(e),
             None => Ok(()),
         }

@@ -71,7 +71,7 @@ impl StorageError {
     /// [`WireError::DiskFull`].
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         let context = context.into();
-        if source.raw_os_error() == Some(libc::ENOSPC) {
+        if is_out_of_space(&source) {
             WireError::DiskFull { context }.into()
         } else {
             StorageError::Io { context, source }
@@ -115,6 +115,11 @@ impl StorageError {
             },
         }
     }
+}
+
+/// Whether `e` says the disk is full (ENOSPC).
+pub(crate) fn is_out_of_space(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOSPC)
 }
 
 /// Result type of the storage engine.

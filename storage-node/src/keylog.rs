@@ -154,7 +154,9 @@ impl KeyLog {
         if len < self.chunk_bytes {
             file.allocate(len, self.chunk_bytes - len)?;
         }
-        if created {
+        // A file that is still short may have been created by an attempt
+        // that found the disk full: its directory entry is synced now.
+        if created || len < self.chunk_bytes {
             self.disk.sync_dir(&self.dir)?;
         }
         let map = file.map(0, self.chunk_bytes as usize)?;
@@ -281,6 +283,8 @@ impl KeyLog {
     /// `entries` entries whose highest sequence number is `max_seq`, and
     /// returns the new end. When the frame is complete in the mapping it
     /// survives the death of the process; [`KeyLog::sync`] makes it durable.
+    /// A failure (a full disk when the next chunk is created) leaves the log
+    /// as it was, so the append may be tried again.
     pub fn append(&mut self, frame: &[u8], max_seq: u64, entries: u64) -> io::Result<u64> {
         let len = frame.len() as u64;
         if len > self.chunk_bytes {

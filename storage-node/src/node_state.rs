@@ -116,6 +116,15 @@ impl NodeState {
         self.poisoned.store(true, Ordering::Release);
     }
 
+    /// The error writes are refused with since a failure poisoned the
+    /// node, if one did.
+    pub(crate) fn poison_error(&self) -> Option<StorageError> {
+        self.poisoned().then(|| {
+            let reason = self.poison_reason.lock().clone().unwrap_or_default();
+            WireError::Poisoned { reason }.into()
+        })
+    }
+
     /// Refuses a write if the node is read-only or poisoned.
     pub(crate) fn check_writable(&self) -> Result<()> {
         if let Some(reason) = &self.read_only {
@@ -124,11 +133,10 @@ impl NodeState {
             }
             .into());
         }
-        if self.poisoned() {
-            let reason = self.poison_reason.lock().clone().unwrap_or_default();
-            return Err(WireError::Poisoned { reason }.into());
+        match self.poison_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Why writes are refused, if they are: all of them (read-only,

@@ -13,10 +13,16 @@
 //! [`RECHECK_WRITTEN_BYTES`] of puts, at the end of every garbage
 //! collection pass, and, while puts are refused, at most every
 //! [`RECHECK_REFUSED_MS`] by a refused put.
+//!
+//! A full disk the reserve did not foresee (another process filled it, or
+//! the reserve is 0) shows up as a flush that fails for want of space. The
+//! flusher then keeps its buffer, retries every [`FLUSH_RETRY_MS`], and
+//! reports the stall here: puts are refused as disk full, whatever the
+//! reserve, until every stalled flush has gone through.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -32,6 +38,8 @@ pub(crate) const RECHECK_WRITTEN_BYTES: u64 = 8 << 20;
 /// While puts are refused, a refused put reads the free space again at
 /// most this often.
 pub(crate) const RECHECK_REFUSED_MS: u64 = 100;
+/// A flush that failed for want of space is tried again this often.
+pub(crate) const FLUSH_RETRY_MS: u64 = 100;
 
 /// The node's view of its free disk space against its reserve.
 pub(crate) struct SpaceReserve {
@@ -43,6 +51,10 @@ pub(crate) struct SpaceReserve {
     free_bytes: AtomicU64,
     written_since_check: AtomicU64,
     checked_at_ms: AtomicU64,
+    /// Partitions whose flush waits for space, and what the last one to
+    /// stall was writing.
+    stalled_flushes: AtomicUsize,
+    stalled_flush: Mutex<String>,
 }
 
 impl SpaceReserve {
@@ -57,6 +69,8 @@ impl SpaceReserve {
             free_bytes: AtomicU64::new(u64::MAX),
             written_since_check: AtomicU64::new(0),
             checked_at_ms: AtomicU64::new(0),
+            stalled_flushes: AtomicUsize::new(0),
+            stalled_flush: Mutex::new(String::new()),
         };
         reserve.refresh();
         reserve
@@ -65,6 +79,9 @@ impl SpaceReserve {
     /// Refuses a put of `bytes` if the free space is below the reserve
     /// (reading it again when due).
     pub(crate) fn check_put(&self, bytes: u64) -> Result<()> {
+        if let Some(context) = self.stalled_flush_refusal() {
+            return Err(WireError::DiskFull { context }.into());
+        }
         if self.reserve_bytes == 0 {
             return Ok(());
         }
@@ -86,7 +103,42 @@ impl SpaceReserve {
 
     /// Why puts are refused, if they are.
     pub(crate) fn refusing_puts(&self) -> Option<String> {
-        self.low.load(Ordering::Acquire).then(|| self.refusal())
+        self.stalled_flush_refusal()
+            .or_else(|| self.low.load(Ordering::Acquire).then(|| self.refusal()))
+    }
+
+    /// A partition's flush failed for want of space while `context`: puts
+    /// are refused until [`SpaceReserve::flush_unstalled`] is called as
+    /// often as this.
+    pub(crate) fn flush_stalled(&self, context: &str) {
+        *self.stalled_flush.lock() = context.to_string();
+        let before = self.stalled_flushes.fetch_add(1, Ordering::AcqRel);
+        tracing::warn!(
+            "refusing puts: {context} failed for want of space; the flush is retried \
+             every {FLUSH_RETRY_MS} ms and puts resume once it goes through \
+             ({} partitions stalled)",
+            before + 1
+        );
+    }
+
+    /// A stalled flush went through (or gave up at close).
+    pub(crate) fn flush_unstalled(&self) {
+        let before = self.stalled_flushes.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "unstalled more often than stalled");
+        if before == 1 {
+            tracing::info!("the stalled flushes went through: accepting puts");
+        }
+    }
+
+    fn stalled_flush_refusal(&self) -> Option<String> {
+        if self.stalled_flushes.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        Some(format!(
+            "{} failed for want of space; puts resume once it goes through \
+             (it is retried every {FLUSH_RETRY_MS} ms)",
+            self.stalled_flush.lock()
+        ))
     }
 
     fn refusal(&self) -> String {
@@ -221,6 +273,32 @@ impl DeadBytesBound {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stalled_flush_refuses_puts_whatever_the_reserve_until_every_stall_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk: Arc<dyn Disk> =
+            Arc::new(crate::disk::OsDisk::new(crate::uring::IoEngineKind::Psync));
+        let space = SpaceReserve::new(disk, dir.path().to_path_buf(), 0);
+        space.check_put(1).expect("no reserve, no stall: accepted");
+        space.flush_stalled("writing a buffer of partition 0");
+        space.flush_stalled("writing a buffer of partition 1");
+        let refusal = space.check_put(1).expect_err("refused while stalled");
+        assert!(
+            matches!(
+                &refusal,
+                crate::error::StorageError::Refused(WireError::DiskFull { context })
+                    if context.contains("partition 1 failed for want of space")
+            ),
+            "{refusal}"
+        );
+        assert!(space.refusing_puts().is_some());
+        space.flush_unstalled();
+        assert!(space.check_put(1).is_err(), "one partition still stalled");
+        space.flush_unstalled();
+        space.check_put(1).expect("accepted once every stall ended");
+        assert_eq!(space.refusing_puts(), None);
+    }
 
     #[test]
     fn the_bound_is_a_share_of_the_live_bytes_plus_a_segment_per_partition() {

@@ -14,14 +14,15 @@ pub(crate) struct CheckpointRound<'a> {
     /// Deletes and expires with a lower sequence number may be dropped: the
     /// node's tombstone floor ([`tombstone_floor_seq`]) as the round began.
     pub(crate) tombstone_floor_seq: u64,
-    /// `Some(seq)` when the node is quiescent (a clean close): every write
-    /// with a lower sequence number is committed and no write is under way,
+    /// `Some(seq)` when the node is quiescent (a clean close, after every
+    /// partition closed and synced its key log): every write with a lower
+    /// sequence number is committed and durable and no write is under way,
     /// so a checkpoint swept now is swept below `seq`. `None` while writes
     /// go on: a new checkpoint keeps the promise of the one it folds in.
     pub(crate) quiescent_below_seq: Option<u64>,
     /// Every partition of the node. Their key logs are synced before a
-    /// swept checkpoint is stored: the entries its sweep relied on then
-    /// last as long as it does.
+    /// swept checkpoint is stored (in a quiescent round they already are):
+    /// the entries its sweep relied on then last as long as it does.
     pub(crate) partitions: &'a [Arc<Partition>],
 }
 
@@ -94,18 +95,17 @@ impl Partition {
         round: &CheckpointRound<'_>,
     ) -> Result<bool> {
         let _one_at_a_time = self.checkpointing.lock();
-        let (snapshot, entries, base, base_is_current_file, first) = {
+        let (snapshot, entries, base, base_is_current_file, from) = {
             let st = self.state.lock();
             (
                 st.keylog.snapshot(),
                 st.keylog.entries(),
                 st.checkpoints.current.clone(),
                 st.checkpoints.is_current_file,
-                st.keylog.first_position(),
+                st.checkpoint_position(),
             )
         };
         let position = snapshot.end();
-        let from = base.as_ref().map_or(first, |c| c.position);
         let base_swept = base.as_ref().map_or(0, |c| c.swept_below_seq);
         let swept_below_seq = match round.quiescent_below_seq {
             Some(seq) => seq.max(base_swept),
@@ -126,8 +126,12 @@ impl Partition {
         let made = fold.finish_swept(position, now_ms, swept_below_seq, |entry| {
             directory.needed_by_rebuild(self.id, entry, round.tombstone_floor_seq)
         });
-        for partition in round.partitions {
-            partition.sync_key_log()?;
+        // A quiescent round comes after every partition synced its key log
+        // as it closed.
+        if round.quiescent_below_seq.is_none() {
+            for partition in round.partitions {
+                partition.sync_key_log()?;
+            }
         }
         checkpoint::store(&*self.disk, &self.dir, &made).map_err(failed)?;
         let unneeded = {

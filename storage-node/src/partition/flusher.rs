@@ -7,6 +7,7 @@
 //! writes it, and marks it `Flushed`.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
@@ -14,7 +15,16 @@ use super::Partition;
 use super::commit::Turn;
 use crate::buffer::BufferState;
 use crate::config::Durability;
-use crate::error::Result;
+use crate::error::{Result, is_out_of_space};
+use crate::space::FLUSH_RETRY_MS;
+
+/// Why a flush failed.
+enum FlushFailure {
+    /// The write found the disk full: it is retried.
+    OutOfSpace(std::io::Error),
+    /// Anything else: the node is poisoned.
+    Other(std::io::Error),
+}
 
 impl Partition {
     /// Body of the partition's flusher thread: writes each sealed buffer to
@@ -23,54 +33,111 @@ impl Partition {
     /// can be reused, so recovery never replays a stale buffer over newer
     /// data.
     ///
-    /// Returns when the partition closes with nothing left to flush, or after
-    /// a failed write (which poisons the node and leaves the buffer sealed,
-    /// still served to readers and replayed by recovery).
+    /// A write that fails for want of space keeps the buffer sealed (still
+    /// served to readers) and is retried every [`FLUSH_RETRY_MS`] while
+    /// puts are refused as disk full; at close it is tried once more.
+    /// Returns when the partition closes with nothing left to flush, or
+    /// after any other failure (which poisons the node and leaves the buffer
+    /// sealed, still served to readers and replayed by recovery).
     pub(super) fn run_flusher(&self, sealed: Receiver<usize>) {
-        self.flush_until_closed_or_poisoned(&sealed);
+        for slot in &sealed {
+            if !self.flush_slot(slot) {
+                break;
+            }
+        }
         // Whoever waits for a buffer must learn why none will come free.
         let _st = self.state.lock();
         self.buffer_freed.notify_all();
     }
 
-    fn flush_until_closed_or_poisoned(&self, sealed: &Receiver<usize>) {
-        for slot in sealed {
+    /// Flushes the sealed buffer in `slot`, retrying while the disk is
+    /// full. Returns false once the node is poisoned (by this flush or
+    /// another failure).
+    fn flush_slot(&self, slot: usize) -> bool {
+        let mut stalled = false;
+        let flushed = loop {
             if self.node.poisoned() {
-                return;
+                break false;
             }
             let (base, fill) = self.state.lock().slots[slot].start_flush();
-            let buffer = &self.buffers[slot];
-            // SAFETY: a buffer that is flushing is written by no one but this
-            // thread until it is marked flushed below.
-            let data = unsafe { buffer.padded_records(fill) };
-            let padded = data.len();
-            let result = self
-                .vlog
-                .write_at(data, base)
+            let context = || {
+                format!(
+                    "writing a buffer of partition {} to the value log at offset {base}",
+                    self.id
+                )
+            };
+            match self.write_buffer(slot, base, fill) {
+                Ok(padded) => {
+                    self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+                    self.counters
+                        .flushed_bytes
+                        .fetch_add(padded as u64, Ordering::Relaxed);
+                    let mut st = self.state.lock();
+                    st.slots[slot].finish_flush();
+                    st.flush_stalled = None;
+                    self.buffer_freed.notify_all();
+                    break true;
+                }
+                Err(FlushFailure::OutOfSpace(e)) => {
+                    let mut st = self.state.lock();
+                    st.slots[slot].abort_flush();
+                    if st.closing && stalled {
+                        drop(st);
+                        self.poison(context(), e);
+                        break false;
+                    }
+                    if !stalled {
+                        stalled = true;
+                        self.node.space.flush_stalled(&context());
+                        st.flush_stalled = Some(context());
+                        // Writers waiting for this buffer learn that puts
+                        // are refused.
+                        self.buffer_freed.notify_all();
+                    }
+                    if !st.closing {
+                        self.buffer_freed
+                            .wait_for(&mut st, Duration::from_millis(FLUSH_RETRY_MS));
+                    }
+                }
+                Err(FlushFailure::Other(e)) => {
+                    let mut st = self.state.lock();
+                    st.slots[slot].abort_flush();
+                    st.flush_stalled = None;
+                    drop(st);
+                    self.poison(context(), e);
+                    break false;
+                }
+            }
+        };
+        if stalled {
+            self.node.space.flush_unstalled();
+        }
+        flushed
+    }
+
+    /// Writes the buffer in `slot` (taken for flushing) to the value log
+    /// and, in sync mode, makes it durable and marks it free on disk.
+    /// Returns the bytes written; on failure the buffer is sealed again.
+    fn write_buffer(&self, slot: usize, base: u64, fill: u64) -> Result<usize, FlushFailure> {
+        let buffer = &self.buffers[slot];
+        // SAFETY: a buffer that is flushing is written by no one but this
+        // thread until it is marked flushed or sealed again.
+        let data = unsafe { buffer.padded_records(fill) };
+        let padded = data.len();
+        let result = match self.vlog.write_at(data, base) {
+            Err(e) if is_out_of_space(&e) => Err(FlushFailure::OutOfSpace(e)),
+            written => written
                 .and_then(|()| self.sync_if(|| self.vlog.sync_data()))
                 .and_then(|()| {
                     buffer.set_state(BufferState::Free);
                     self.sync_if(|| buffer.sync_header())
-                });
-            if let Err(e) = result {
-                buffer.set_state(BufferState::Sealed);
-                self.state.lock().slots[slot].abort_flush();
-                self.poison(
-                    format!(
-                        "writing a buffer of partition {} to the value log at offset {base}",
-                        self.id
-                    ),
-                    e,
-                );
-                return;
-            }
-            self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .flushed_bytes
-                .fetch_add(padded as u64, Ordering::Relaxed);
-            self.state.lock().slots[slot].finish_flush();
-            self.buffer_freed.notify_all();
+                })
+                .map_err(FlushFailure::Other),
+        };
+        if result.is_err() {
+            buffer.set_state(BufferState::Sealed);
         }
+        result.map(|()| padded)
     }
 
     fn sync_if(&self, op: impl FnOnce() -> std::io::Result<()>) -> std::io::Result<()> {

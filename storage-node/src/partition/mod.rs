@@ -113,6 +113,10 @@ struct PartitionState {
     /// Sealed slots go to the flusher through this; `None` once closing.
     flush_queue: Option<Sender<usize>>,
     closing: bool,
+    /// What the flusher was writing when it found the disk full, while it
+    /// waits for space: a write that needs a free buffer is then refused
+    /// as disk full instead of waiting.
+    flush_stalled: Option<String>,
     /// Per-write scratch space, pooled so the write path does not allocate
     /// once warm.
     scratch: Vec<Scratch>,
@@ -266,6 +270,7 @@ impl Partition {
                 keylog: parts.keylog,
                 flush_queue: Some(flush_tx),
                 closing: false,
+                flush_stalled: None,
                 scratch: Vec::new(),
                 checkpoints,
             }),

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use parking_lot::MutexGuard;
-use splitkv_common::message::WriteAck;
+use splitkv_common::message::{WireError, WriteAck};
 use splitkv_common::record::{self, EntryKind, FrameBuilder, KeyEntry};
 
 use super::slot::Sealing;
@@ -14,7 +14,7 @@ use super::{Partition, PartitionState};
 use crate::aligned::{AlignedBuf, align_up};
 use crate::buffer::{BufferState, Header};
 use crate::config::Durability;
-use crate::error::{Result, StorageError};
+use crate::error::{Result, StorageError, is_out_of_space};
 
 /// One operation of a write batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,7 +291,11 @@ impl Partition {
         };
         if !scratch.large.is_empty() {
             let written = MutexGuard::unlocked(st, || self.write_large(ops, &scratch.large));
-            release_large(st, &scratch.large);
+            if written.is_err() {
+                abandon_large(st, &scratch.large);
+            } else {
+                release_large(st, &scratch.large);
+            }
             written?;
         }
         // The lock may have been released while waiting for a buffer or a
@@ -299,14 +303,18 @@ impl Partition {
         // commits nothing.
         self.check_writable(st, epoch)?;
         let frame = scratch.frame.finish();
+        // A key log that found no room for its next chunk is left as it
+        // was: this batch fails as disk full and the next one tries again.
         let end = st
             .keylog
             .append(frame, max_seq, ops.len() as u64)
             .map_err(|e| {
-                self.poison(
-                    format!("appending to the key log of partition {}", self.id),
-                    e,
-                )
+                let context = format!("appending to the key log of partition {}", self.id);
+                if is_out_of_space(&e) {
+                    StorageError::io(context, e)
+                } else {
+                    self.poison(context, e)
+                }
             })?;
         self.keylog_end.send_replace(end);
         // In key-log order, under the lock that orders the key log.
@@ -440,6 +448,12 @@ impl Partition {
                 continue;
             }
             self.node.check_writable()?;
+            if let Some(context) = &st.flush_stalled {
+                return Err(StorageError::from(WireError::DiskFull {
+                    context: format!("{context} failed for want of space"),
+                })
+                .into());
+            }
             if !may_wait {
                 return Err(Stall::MustWait);
             }
@@ -518,21 +532,23 @@ impl Partition {
             record::encode_value_record(&mut buf, seq, key, value);
             let padded = align_up(len as u64) as usize;
             let data = &buf.spare_aligned_mut()[..padded];
-            let result = self.vlog.write_at(data, offset).and_then(|()| {
-                if self.node.durability == Durability::Sync {
-                    self.vlog.sync_data()
-                } else {
-                    Ok(())
-                }
-            });
-            if let Err(e) = result {
-                return Err(self.poison(
-                    format!(
-                        "writing a {len}-byte record to the value log of partition {} at {offset}",
-                        self.id
-                    ),
-                    e,
-                ));
+            let context = || {
+                format!(
+                    "writing a {len}-byte record to the value log of partition {} at {offset}",
+                    self.id
+                )
+            };
+            // A full disk fails this batch alone (its region is given up);
+            // anything else, or a failed sync, poisons the node.
+            match self.vlog.write_at(data, offset) {
+                Err(e) if is_out_of_space(&e) => return Err(StorageError::io(context(), e)),
+                Err(e) => return Err(self.poison(context(), e)),
+                Ok(()) => {}
+            }
+            if self.node.durability == Durability::Sync {
+                self.vlog
+                    .sync_data()
+                    .map_err(|e| self.poison(context(), e))?;
             }
             self.counters.large_writes.fetch_add(1, Ordering::Relaxed);
         }
@@ -581,6 +597,7 @@ mod tests {
             keylog,
             flush_queue: None,
             closing: false,
+            flush_stalled: None,
             scratch: Vec::new(),
             checkpoints: super::super::Checkpoints::default(),
         };
