@@ -13,8 +13,8 @@
 //! stops shadowing an older put of its key in another partition.
 //!
 //! A checkpoint can also be swept against the node's key directory
-//! ([`Fold::finish_swept`]): then it keeps only what a rebuild still needs. A put goes
-//! once any partition's entry superseded it (that entry is committed, and
+//! ([`Fold::finish_swept`]): then it keeps only what a rebuild still
+//! needs. A put goes once any partition's entry superseded it (that entry is committed, and
 //! it stays until it is superseded or dropped in turn); a delete or expire
 //! goes once a newer put superseded it, or once no older version of its key
 //! is left anywhere a rebuild can read (its sequence number is below the
@@ -22,7 +22,9 @@
 //! dropped tombstone let an older put come back; the floor is what stops
 //! it. A checkpoint records the sequence number below which it is swept
 //! (`swept_below_seq`): no put that a delete or expire with a lower
-//! sequence number superseded is in it, or in the key log after it. The
+//! sequence number superseded is in it, or in the key log after it (every
+//! write below it was committed as its round began, see
+//! [`crate::partition::CheckpointRound`]). The
 //! node's floor is the lowest of these over every checkpoint that any
 //! partition could still open from (see
 //! [`crate::partition::Partition::swept_below_seq`]).

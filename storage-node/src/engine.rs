@@ -499,11 +499,7 @@ impl StorageEngine {
         // the next open reads only the checkpoints. Nothing is written any
         // more: the checkpoints are swept below the next sequence number.
         if first_error.is_none() && self.node.check_writable().is_ok() {
-            let round = CheckpointRound {
-                tombstone_floor_seq: crate::partition::tombstone_floor_seq(&self.partitions),
-                quiescent_below_seq: Some(self.node.peek_next_seq()),
-                partitions: &self.partitions,
-            };
+            let round = CheckpointRound::at_close(&self.partitions, self.node.peek_next_seq());
             for partition in &self.partitions {
                 if let Err(e) = partition.write_checkpoint(splitkv_common::clock::now_ms(), &round)
                 {

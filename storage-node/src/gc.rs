@@ -13,7 +13,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::directory::SegmentUsage;
 use crate::error::Result;
-use crate::partition::{CheckpointRound, Partition, tombstone_floor_seq};
+use crate::partition::{CheckpointRound, Partition};
 
 /// What a garbage-collection pass did, summed over the partitions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -224,15 +224,16 @@ impl Shared {
         }
         let every = self.config.checkpoint_every_keylog_bytes;
         if every > 0 {
-            // Writes go on: the checkpoints keep the sweep of the ones they
-            // replace, and drop the deletes below the floor.
-            let round = CheckpointRound {
-                tombstone_floor_seq: tombstone_floor_seq(&self.partitions),
-                quiescent_below_seq: None,
-                partitions: &self.partitions,
-            };
+            // Writes go on: the checkpoints are swept below the first write
+            // not yet committed, and drop the deletes below the floor. (No
+            // relocation is under way: only passes write them, one at a
+            // time, and this one's are done.)
+            let next_seq = self.partitions.first().map_or(0, |p| p.next_seq());
+            let round = CheckpointRound::while_writing(&self.partitions, next_seq);
             for partition in &self.partitions {
-                if partition.is_writable() && partition.keylog_bytes_since_checkpoint() >= every {
+                if partition.is_writable()
+                    && partition.checkpoint_due(every, self.config.checkpoint_keylog_growth_percent)
+                {
                     partition.write_checkpoint(splitkv_common::clock::now_ms(), &round)?;
                 }
             }
@@ -266,9 +267,19 @@ pub struct GcConfig {
     pub copy_bytes_per_s: u64,
     /// A partition's key log is checkpointed at a clean close and, if this
     /// is not 0, by the GC thread once this many bytes were appended since
-    /// its last checkpoint. Off by default: making a checkpoint holds a
-    /// copy of every key the partition wrote while it folds them.
+    /// its last checkpoint (and [`GcConfig::checkpoint_keylog_growth_percent`]
+    /// allows it): a restart after a crash then replays about this much key
+    /// log per partition on top of its checkpoint. 0: at a clean close only.
+    /// Making a checkpoint holds a copy of the partition's keys while it
+    /// folds them (the storage node's directory holds every key already).
     pub checkpoint_every_keylog_bytes: u64,
+    /// The GC thread checkpoints a partition only once the key log appended
+    /// since its last checkpoint is at least this share, in percent, of that
+    /// checkpoint's size, so that rewriting a large checkpoint costs at most
+    /// this share of the key log it folds in (as Redis's
+    /// `auto-aof-rewrite-percentage`). 0: whenever
+    /// [`GcConfig::checkpoint_every_keylog_bytes`] were appended.
+    pub checkpoint_keylog_growth_percent: u64,
     /// While the GC thread runs, puts wait for its next pass (at most a
     /// second each) whenever the node's dead bytes exceed this share of
     /// its live bytes, in percent, plus one segment per partition: disk
@@ -279,14 +290,17 @@ pub struct GcConfig {
 }
 
 impl Default for GcConfig {
-    /// Every 100 ms, segments half dead, 64 MiB/s, checkpoints at a clean
-    /// close only, dead bytes at most twice the live ones.
+    /// Every 100 ms, segments half dead, 64 MiB/s, a checkpoint every
+    /// 64 MiB of key log once it has grown by the checkpoint's own size
+    /// (Redis's `auto-aof-rewrite-min-size` and `-percentage`), dead bytes at
+    /// most twice the live ones.
     fn default() -> Self {
         Self {
             interval_ms: 100,
             min_dead_percent: 50,
             copy_bytes_per_s: 64 << 20,
-            checkpoint_every_keylog_bytes: 0,
+            checkpoint_every_keylog_bytes: 64 << 20,
+            checkpoint_keylog_growth_percent: 100,
             max_dead_percent_of_live: 200,
         }
     }

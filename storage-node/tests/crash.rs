@@ -136,6 +136,7 @@ fn collecting(dir: &Path) -> StorageConfig {
         min_dead_percent: 50,
         copy_bytes_per_s: 0,
         checkpoint_every_keylog_bytes: 32 << 10,
+        checkpoint_keylog_growth_percent: 0,
         max_dead_percent_of_live: 200,
     };
     config

@@ -3,35 +3,17 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use storage_node::{GcConfig, StorageConfig, StorageEngine, StorageError, WireError};
+use storage_node::{StorageEngine, StorageError, WireError};
 use support::faults::{FaultDisk, FaultPlan, Files, Op};
+use support::store::{
+    Expected, SEGMENT_BYTES, check, check_directory, config, copy_dir, for_each_exported_frame,
+    live_bytes,
+};
 use support::{build_index, get, value_for};
-
-const SEGMENT_BYTES: u64 = 256 << 10;
-
-/// Small buffers and segments, no GC thread, no pacing: collection runs
-/// only when a test asks.
-fn config(dir: &Path) -> StorageConfig {
-    let mut config = StorageConfig::new(dir);
-    config.partitions = 2;
-    config.buffer_bytes = 64 << 10;
-    config.keylog_chunk_bytes = 64 << 10;
-    config.segment_bytes = SEGMENT_BYTES;
-    config.limits.max_value_bytes = 128 << 10;
-    config.gc = GcConfig {
-        interval_ms: 0,
-        min_dead_percent: 50,
-        copy_bytes_per_s: 0,
-        checkpoint_every_keylog_bytes: 0,
-        max_dead_percent_of_live: 0,
-    };
-    config
-}
 
 /// Disk bytes the value logs' segment files take.
 fn segment_disk_bytes(dir: &Path) -> u64 {
@@ -50,33 +32,6 @@ fn segment_disk_bytes(dir: &Path) -> u64 {
         }
     }
     total
-}
-
-/// The value every key should have now, `None` for deleted.
-type Expected = HashMap<Vec<u8>, Option<Vec<u8>>>;
-
-fn check(engine: &StorageEngine, expected: &Expected) {
-    let index = build_index(engine);
-    for (key, value) in expected {
-        assert_eq!(
-            get(engine, &index, key).as_ref(),
-            value.as_ref(),
-            "key {}",
-            String::from_utf8_lossy(key)
-        );
-    }
-}
-
-/// Record bytes of the values in `expected`.
-fn live_bytes(expected: &Expected) -> u64 {
-    expected
-        .iter()
-        .filter_map(|(key, value)| {
-            value
-                .as_ref()
-                .map(|v| splitkv_common::record::value_record_len(key.len(), v.len()) as u64)
-        })
-        .sum()
 }
 
 #[test]
@@ -436,37 +391,6 @@ fn a_failed_checkpoint_write_stops_the_pass_with_the_error_and_loses_nothing() {
     }
 }
 
-/// The storage node's own directory (rebuilt from checkpoints) names, for
-/// every key, what the key logs name.
-fn check_directory(engine: &StorageEngine, expected: &Expected) {
-    let index = build_index(engine);
-    for (key, value) in expected {
-        let located = engine.locate(key);
-        match value {
-            None => assert_eq!(located, None, "key {}", String::from_utf8_lossy(key)),
-            Some(_) => {
-                let l = index[key];
-                let at = located.expect("located");
-                assert_eq!(
-                    (at.seq, at.record.partition as usize, at.record.offset),
-                    (l.seq, l.partition, l.offset),
-                    "key {}",
-                    String::from_utf8_lossy(key)
-                );
-            }
-        }
-    }
-    assert_eq!(
-        engine
-            .stats()
-            .partitions
-            .iter()
-            .map(|p| p.live_bytes)
-            .sum::<u64>(),
-        live_bytes(expected)
-    );
-}
-
 /// Overwrites and deletes 300 keys through both partitions, `round` as the
 /// first version number.
 fn churn(engine: &StorageEngine, expected: &mut Expected, round: u64) {
@@ -591,19 +515,6 @@ fn a_corrupt_checkpoint_is_passed_over_for_the_one_before_or_the_whole_key_log()
     check_directory(&engine, &expected);
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            std::fs::create_dir_all(&target).expect("mkdir");
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
-
 /// Key-log chunk files of partition directory `partition`, by index.
 fn keylog_chunks(partition: &Path) -> Vec<u64> {
     let mut chunks: Vec<u64> = std::fs::read_dir(partition)
@@ -725,36 +636,6 @@ fn exported_entries_from(engine: &StorageEngine, partition: usize, min_seq: u64)
     entries
 }
 
-/// Calls `f` with every entry frame an export of `partition` from the
-/// start yields, of the frames holding an entry with a sequence number of
-/// at least `min_seq`.
-fn for_each_exported_frame(
-    engine: &StorageEngine,
-    partition: usize,
-    min_seq: u64,
-    mut f: impl FnMut(&splitkv_common::record::FrameEntries<'_>),
-) {
-    let mut cursor = storage_node::ExportCursor::start();
-    loop {
-        let mut out = Vec::new();
-        let progress = engine
-            .export_keylog(partition, &cursor, min_seq, 64 << 10, &mut out)
-            .expect("export");
-        let mut at = 0;
-        while at < out.len() {
-            let (frame, used) = splitkv_common::record::decode_frame(&out[at..]).expect("frame");
-            if let splitkv_common::record::Frame::Entries(frame) = frame {
-                f(&frame);
-            }
-            at += used;
-        }
-        if progress.caught_up {
-            return;
-        }
-        cursor = progress.next;
-    }
-}
-
 #[test]
 fn an_export_past_what_the_deleted_chunks_held_reads_the_key_log_kept_not_the_checkpoint() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -802,235 +683,4 @@ fn an_export_past_what_the_deleted_chunks_held_reads_the_key_log_kept_not_the_ch
     drop(engine);
     let engine = StorageEngine::open(config(dir.path())).expect("reopen");
     check(&engine, &expected);
-}
-
-/// Every entry an export of `partition` from the start yields, by key.
-fn exported_by_key(
-    engine: &StorageEngine,
-    partition: usize,
-) -> HashMap<Vec<u8>, Vec<splitkv_common::record::EntryKind>> {
-    let mut by_key: HashMap<Vec<u8>, Vec<_>> = HashMap::new();
-    for_each_exported_frame(engine, partition, 0, |frame| {
-        for entry in frame.iter() {
-            let entry = entry.expect("entry");
-            by_key
-                .entry(entry.key.to_vec())
-                .or_default()
-                .push(entry.kind);
-        }
-    });
-    by_key
-}
-
-/// Overwrites 2000 keys of each partition with small values: about a
-/// key-log chunk per partition.
-fn fill_key_logs(engine: &StorageEngine, expected: &mut Expected, round: u64) {
-    fill_key_logs_of(engine, &[0, 1], expected, round);
-}
-
-/// Overwrites 2000 keys of each of `partitions` with small values.
-fn fill_key_logs_of(
-    engine: &StorageEngine,
-    partitions: &[usize],
-    expected: &mut Expected,
-    round: u64,
-) {
-    for &partition in partitions {
-        for i in 0..2000u32 {
-            let key = format!("fill-{partition}-{i:04}").into_bytes();
-            let value = value_for(&key, round, 16);
-            engine.put(partition, &key, &value).expect("put");
-            expected.insert(key, Some(value));
-        }
-    }
-}
-
-#[test]
-fn a_delete_goes_only_once_no_older_put_of_its_key_is_left_and_none_ever_comes_back() {
-    use splitkv_common::record::EntryKind;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let plan = FaultPlan::new();
-    let open = || {
-        StorageEngine::open_with_disk(
-            config(dir.path()),
-            FaultDisk::new(std::sync::Arc::clone(&plan)),
-        )
-        .expect("open")
-    };
-    let mut expected = Expected::new();
-    // Clean closes until both key logs have lost their first chunks.
-    for round in 0..3 {
-        let engine = open();
-        fill_key_logs(&engine, &mut expected, round);
-    }
-    {
-        let engine = open();
-        let stats = engine.stats();
-        assert!(
-            stats.partitions.iter().all(|p| p.keylog_start > 0),
-            "{stats:?}"
-        );
-    }
-    // Keys put through one partition and deleted through the other, both
-    // ways round; then partition 0 fails to make its checkpoints for four
-    // closes, as if the node had crashed before it each time, so that the
-    // key log after its checkpoint keeps the puts of `victim-0-*`.
-    let victims: Vec<(Vec<u8>, usize)> = (0..40u32)
-        .map(|i| {
-            (
-                format!("victim-{}-{i:02}", i % 2).into_bytes(),
-                (i % 2) as usize,
-            )
-        })
-        .collect();
-    {
-        let engine = open();
-        for (key, put_partition) in &victims {
-            engine
-                .put(*put_partition, key, &value_for(key, 1, 300))
-                .expect("put");
-        }
-        fill_key_logs(&engine, &mut expected, 10);
-        for (key, put_partition) in &victims {
-            engine.delete(1 - put_partition, key).expect("delete");
-            expected.insert(key.clone(), None);
-        }
-        engine.collect_garbage(50).expect("collect");
-        plan.fail_now(
-            Op::SyncData,
-            Files::NamedIn("p000", "checkpoint.tmp"),
-            libc::EIO,
-        );
-    }
-    plan.stop_failing(Op::SyncData);
-    let holds = |by_key: &HashMap<Vec<u8>, Vec<EntryKind>>, partition: usize, kind: EntryKind| {
-        victims
-            .iter()
-            .filter(|(key, put_partition)| {
-                let in_partition = if kind == EntryKind::Put {
-                    *put_partition == partition
-                } else {
-                    *put_partition != partition
-                };
-                in_partition && by_key.get(key).is_some_and(|kinds| kinds.contains(&kind))
-            })
-            .count()
-    };
-    let mut dropped_at = None;
-    for round in 0..8u64 {
-        let lagging = round < 3;
-        let engine = open();
-        // Whatever the checkpoints hold, no deleted key is back.
-        check(&engine, &expected);
-        check_directory(&engine, &expected);
-        let exports = [exported_by_key(&engine, 0), exported_by_key(&engine, 1)];
-        let deletes_kept = holds(&exports[1], 1, EntryKind::Delete);
-        if round <= 5 {
-            // A rebuild of partition 0 could still read the puts of its
-            // victims (from the key log after its checkpoint, then after
-            // the one it would fall back to), so partition 1 keeps their
-            // deletes: until partition 0 has made two checkpoints.
-            assert_eq!(deletes_kept, 20, "round {round}");
-        }
-        if deletes_kept == 0 && dropped_at.is_none() {
-            dropped_at = Some(round);
-        }
-        fill_key_logs(&engine, &mut expected, 20 + round);
-        engine.collect_garbage(50).expect("collect");
-        if lagging {
-            plan.fail_now(
-                Op::SyncData,
-                Files::NamedIn("p000", "checkpoint.tmp"),
-                libc::EIO,
-            );
-        }
-        drop(engine);
-        plan.stop_failing(Op::SyncData);
-    }
-    let dropped_at = dropped_at.expect("the deletes went");
-    assert_eq!(dropped_at, 6);
-    let engine = open();
-    check(&engine, &expected);
-    for partition in 0..2 {
-        let by_key = exported_by_key(&engine, partition);
-        for (key, _) in &victims {
-            assert!(
-                !by_key.contains_key(key),
-                "partition {partition} still holds {}: {:?}",
-                String::from_utf8_lossy(key),
-                by_key[key]
-            );
-        }
-    }
-    drop(engine);
-    // Either partition falling back to its previous checkpoint brings no
-    // deleted key back either (each on a copy of the data directory).
-    for partition in ["p000", "p001"] {
-        let copy = tempfile::tempdir().expect("tempdir");
-        copy_dir(dir.path(), copy.path());
-        let path = copy.path().join(partition).join("checkpoint");
-        let mut bytes = std::fs::read(&path).expect("read checkpoint");
-        let middle = bytes.len() / 2;
-        bytes[middle] ^= 0x01;
-        std::fs::write(&path, bytes).expect("write checkpoint");
-        let engine = StorageEngine::open(config(copy.path())).expect("open past a corrupt one");
-        assert_eq!(
-            engine
-                .recovery_report()
-                .iter()
-                .map(|r| r.checkpoints_passed_over)
-                .sum::<u32>(),
-            1
-        );
-        check(&engine, &expected);
-        check_directory(&engine, &expected);
-    }
-}
-
-#[test]
-fn a_delete_stays_while_a_partition_could_still_be_rebuilt_from_its_whole_key_log() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut expected = Expected::new();
-    let key = b"put-in-0-deleted-in-1".to_vec();
-    {
-        let engine = StorageEngine::open(config(dir.path())).expect("open");
-        engine.put(0, &key, b"old").expect("put");
-        engine.delete(1, &key).expect("delete");
-        expected.insert(key.clone(), None);
-    }
-    // Partition 1's key log loses chunk after chunk; partition 0's keeps
-    // its first.
-    for round in 0..5 {
-        let engine = StorageEngine::open(config(dir.path())).expect("open");
-        fill_key_logs_of(&engine, &[1], &mut expected, round);
-        engine
-            .put(0, b"small", &value_for(b"small", round, 8))
-            .expect("put");
-        expected.insert(b"small".to_vec(), Some(value_for(b"small", round, 8)));
-    }
-    let engine = StorageEngine::open(config(dir.path())).expect("open");
-    let stats = engine.stats();
-    assert_eq!(stats.partitions[0].keylog_start, 0);
-    assert!(stats.partitions[1].keylog_start > 0, "{stats:?}");
-    assert!(
-        exported_by_key(&engine, 1).contains_key(&key),
-        "the delete is kept"
-    );
-    assert!(
-        !exported_by_key(&engine, 0).contains_key(&key),
-        "the put it superseded is swept out of partition 0's checkpoint"
-    );
-    drop(engine);
-    // With both of partition 0's checkpoints damaged, its whole key log is
-    // read, put included: the delete still shadows it.
-    for name in ["checkpoint", "checkpoint.prev"] {
-        let path = dir.path().join("p000").join(name);
-        let mut bytes = std::fs::read(&path).expect("read checkpoint");
-        bytes[70] ^= 0x01;
-        std::fs::write(&path, bytes).expect("write checkpoint");
-    }
-    let engine = StorageEngine::open(config(dir.path())).expect("open from the whole key log");
-    assert_eq!(engine.recovery_report()[0].checkpoint_position, None);
-    check(&engine, &expected);
-    check_directory(&engine, &expected);
 }

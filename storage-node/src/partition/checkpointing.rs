@@ -14,16 +14,49 @@ pub(crate) struct CheckpointRound<'a> {
     /// Deletes and expires with a lower sequence number may be dropped: the
     /// node's tombstone floor ([`tombstone_floor_seq`]) as the round began.
     pub(crate) tombstone_floor_seq: u64,
-    /// `Some(seq)` when the node is quiescent (a clean close, after every
-    /// partition closed and synced its key log): every write with a lower
-    /// sequence number is committed and durable and no write is under way,
-    /// so a checkpoint swept now is swept below `seq`. `None` while writes
-    /// go on: a new checkpoint keeps the promise of the one it folds in.
-    pub(crate) quiescent_below_seq: Option<u64>,
-    /// Every partition of the node. Their key logs are synced before a
-    /// swept checkpoint is stored (in a quiescent round they already are):
-    /// the entries its sweep relied on then last as long as it does.
+    /// Every write with a lower sequence number was committed (in its key
+    /// log and the node's directory) as the round began, so a checkpoint
+    /// made in the round is swept below it.
+    pub(crate) committed_below_seq: u64,
+    /// Whether every partition's key log is durable already (a clean
+    /// close, after every partition closed and synced): otherwise they are
+    /// synced before a swept checkpoint is stored, so that the entries its
+    /// sweep relied on last as long as it does.
+    pub(crate) key_logs_synced: bool,
+    /// Every partition of the node.
     pub(crate) partitions: &'a [Arc<Partition>],
+}
+
+impl<'a> CheckpointRound<'a> {
+    /// A round while writes go on, over every partition of the node, whose
+    /// next sequence number is `next_seq` (read first).
+    pub(crate) fn while_writing(partitions: &'a [Arc<Partition>], next_seq: u64) -> Self {
+        // A batch takes its sequence numbers and records the first as
+        // uncommitted under its partition's lock: a batch that took one
+        // below `next_seq` is seen here unless it has committed.
+        let committed_below_seq = partitions
+            .iter()
+            .filter_map(|p| p.lowest_uncommitted_seq())
+            .fold(next_seq, u64::min);
+        Self {
+            tombstone_floor_seq: tombstone_floor_seq(partitions),
+            committed_below_seq,
+            key_logs_synced: false,
+            partitions,
+        }
+    }
+
+    /// The round of a clean close: every partition has closed (nothing is
+    /// written any more) and synced its key log; `next_seq` is the node's
+    /// next sequence number.
+    pub(crate) fn at_close(partitions: &'a [Arc<Partition>], next_seq: u64) -> Self {
+        Self {
+            tombstone_floor_seq: tombstone_floor_seq(partitions),
+            committed_below_seq: next_seq,
+            key_logs_synced: true,
+            partitions,
+        }
+    }
 }
 
 /// The node's tombstone floor: the lowest sequence number below which every
@@ -56,6 +89,12 @@ impl Partition {
         current.min(st.checkpoints.fallback_swept_below_seq.unwrap_or(u64::MAX))
     }
 
+    /// The lowest sequence number a batch of this partition has taken but
+    /// not yet committed (or given up), if a batch is under way.
+    pub(crate) fn lowest_uncommitted_seq(&self) -> Option<u64> {
+        self.state.lock().uncommitted_seqs.iter().copied().min()
+    }
+
     /// Forgets the node's marks of deleted keys below `tombstone_floor_seq`
     /// (see [`crate::directory::KeyDirectory::forget_gone_below`]).
     pub(crate) fn forget_gone_below(&self, tombstone_floor_seq: u64) {
@@ -74,11 +113,18 @@ impl Partition {
         })
     }
 
-    /// Key-log bytes appended since the current checkpoint (since the
-    /// log's start without one).
-    pub(crate) fn keylog_bytes_since_checkpoint(&self) -> u64 {
+    /// Whether the key log appended since the current checkpoint (since the
+    /// log's start without one) is at least `min_bytes`, and at least
+    /// `growth_percent` of the current checkpoint's body.
+    pub(crate) fn checkpoint_due(&self, min_bytes: u64, growth_percent: u64) -> bool {
         let st = self.state.lock();
-        st.keylog.end().saturating_sub(st.checkpoint_position())
+        let appended = st.keylog.end().saturating_sub(st.checkpoint_position());
+        let checkpoint_bytes = st
+            .checkpoints
+            .current
+            .as_ref()
+            .map_or(0, |c| c.body.len() as u64);
+        appended >= min_bytes && appended >= (checkpoint_bytes / 100).saturating_mul(growth_percent)
     }
 
     /// Makes a checkpoint of the key log as it is now, made at `now_ms`
@@ -107,10 +153,7 @@ impl Partition {
         };
         let position = snapshot.end();
         let base_swept = base.as_ref().map_or(0, |c| c.swept_below_seq);
-        let swept_below_seq = match round.quiescent_below_seq {
-            Some(seq) => seq.max(base_swept),
-            None => base_swept,
-        };
+        let swept_below_seq = round.committed_below_seq.max(base_swept);
         if position == from && (base.is_none() || swept_below_seq == base_swept) {
             return Ok(false);
         }
@@ -126,9 +169,7 @@ impl Partition {
         let made = fold.finish_swept(position, now_ms, swept_below_seq, |entry| {
             directory.needed_by_rebuild(self.id, entry, round.tombstone_floor_seq)
         });
-        // A quiescent round comes after every partition synced its key log
-        // as it closed.
-        if round.quiescent_below_seq.is_none() {
+        if !round.key_logs_synced {
             for partition in round.partitions {
                 partition.sync_key_log()?;
             }

@@ -117,6 +117,11 @@ struct PartitionState {
     /// waits for space: a write that needs a free buffer is then refused
     /// as disk full instead of waiting.
     flush_stalled: Option<String>,
+    /// The first sequence number of each batch that has taken sequence
+    /// numbers and has not yet committed or given up (a handful at most:
+    /// the batches waiting for a buffer or a large write): a checkpoint
+    /// round sweeps below the lowest.
+    uncommitted_seqs: Vec<u64>,
     /// Per-write scratch space, pooled so the write path does not allocate
     /// once warm.
     scratch: Vec<Scratch>,
@@ -271,6 +276,7 @@ impl Partition {
                 flush_queue: Some(flush_tx),
                 closing: false,
                 flush_stalled: None,
+                uncommitted_seqs: Vec::new(),
                 scratch: Vec::new(),
                 checkpoints,
             }),
@@ -364,6 +370,11 @@ impl Partition {
             live_bytes: usage.live_bytes,
             dead_bytes: usage.dead_bytes,
         }
+    }
+
+    /// The sequence number the node's next write will take.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.node.peek_next_seq()
     }
 
     /// Reads the node's free disk space against its reserve again.

@@ -15,6 +15,7 @@ use crate::aligned::{AlignedBuf, align_up};
 use crate::buffer::{BufferState, Header};
 use crate::config::Durability;
 use crate::error::{Result, StorageError, is_out_of_space};
+use crate::node_state::NodeState;
 
 /// One operation of a write batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +125,9 @@ pub(super) struct Scratch {
     frame: FrameBuilder,
     /// Large records to write outside the lock.
     large: Vec<LargeWrite>,
+    /// The first sequence number the batch took, while it is noted in
+    /// [`PartitionState::uncommitted_seqs`].
+    first_seq: Option<u64>,
 }
 
 /// A record too large for a buffer, written in an aligned region of its own.
@@ -282,6 +286,25 @@ impl Partition {
     ) -> Result<u64, Stall> {
         scratch.frame.begin();
         scratch.large.clear();
+        let result = self.stage_and_commit(st, ops, epoch, acks, may_wait, scratch);
+        // Committed or given up: either way no longer under way.
+        if let Some(first) = scratch.first_seq.take()
+            && let Some(at) = st.uncommitted_seqs.iter().position(|&s| s == first)
+        {
+            st.uncommitted_seqs.swap_remove(at);
+        }
+        result
+    }
+
+    fn stage_and_commit(
+        &self,
+        st: &mut MutexGuard<'_, PartitionState>,
+        ops: &[WriteOp<'_>],
+        epoch: Option<u64>,
+        acks: &mut [WriteAck],
+        may_wait: bool,
+        scratch: &mut Scratch,
+    ) -> Result<u64, Stall> {
         let max_seq = match self.stage(st, ops, acks, may_wait, scratch) {
             Ok(max_seq) => max_seq,
             Err(e) => {
@@ -366,17 +389,25 @@ impl Partition {
                     let (offset, seq) = if self.is_large(op) {
                         let len = record::value_record_len(key.len(), value.len());
                         let region = self.reserve_large(st, len);
-                        let seq = fixed_seq.unwrap_or_else(|| self.node.next_seq());
+                        let seq = fixed_seq
+                            .unwrap_or_else(|| take_seq(&self.node, st, &mut scratch.first_seq));
                         let offset = region.start;
                         scratch.large.push(LargeWrite { region, seq });
                         (offset, seq)
                     } else {
-                        self.copy_into_buffer(st, key, value, fixed_seq, may_wait)?
+                        self.copy_into_buffer(
+                            st,
+                            key,
+                            value,
+                            fixed_seq,
+                            may_wait,
+                            &mut scratch.first_seq,
+                        )?
                     };
                     WriteAck { seq, offset }
                 }
                 WriteOp::Delete { .. } | WriteOp::Expire { .. } | WriteOp::Clear => WriteAck {
-                    seq: self.node.next_seq(),
+                    seq: take_seq(&self.node, st, &mut scratch.first_seq),
                     offset: 0,
                 },
             };
@@ -389,7 +420,7 @@ impl Partition {
     /// Copies one record into the active buffer, switching buffers (and
     /// waiting for a free one) when it does not fit. Returns its value-log
     /// offset and sequence number: `fixed_seq` for a relocation, else the
-    /// next one.
+    /// next one (see [`take_seq`]).
     fn copy_into_buffer(
         &self,
         st: &mut MutexGuard<'_, PartitionState>,
@@ -397,10 +428,11 @@ impl Partition {
         value: &[u8],
         fixed_seq: Option<u64>,
         may_wait: bool,
+        first_seq: &mut Option<u64>,
     ) -> Result<(u64, u64), Stall> {
         let len = record::value_record_len(key.len(), value.len());
         let (slot, at, base) = self.reserve_in_buffer(st, len, may_wait)?;
-        let seq = fixed_seq.unwrap_or_else(|| self.node.next_seq());
+        let seq = fixed_seq.unwrap_or_else(|| take_seq(&self.node, st, first_seq));
         let buffer = &self.buffers[slot];
         // SAFETY: bytes past the fill of the active buffer are touched by no
         // one but the lock holder (readers stop at the fill, the flusher only
@@ -556,6 +588,20 @@ impl Partition {
     }
 }
 
+/// Hands the batch being staged the node's next sequence number, noting
+/// its first one in `st.uncommitted_seqs` (under the partition lock, as it
+/// is taken) until the batch commits or gives up. Relocations keep their
+/// versions' numbers and are not noted: only garbage-collection passes
+/// write them, and a pass's checkpoint round starts after its copies.
+fn take_seq(node: &NodeState, st: &mut PartitionState, first_seq: &mut Option<u64>) -> u64 {
+    let seq = node.next_seq();
+    if first_seq.is_none() {
+        *first_seq = Some(seq);
+        st.uncommitted_seqs.push(seq);
+    }
+    seq
+}
+
 /// Gives up the regions an unfinished batch reserved and will never write,
 /// so that they no longer hold the committed end below them. A region that
 /// nothing was placed after is handed back to the next reservation; one
@@ -598,6 +644,7 @@ mod tests {
             flush_queue: None,
             closing: false,
             flush_stalled: None,
+            uncommitted_seqs: Vec::new(),
             scratch: Vec::new(),
             checkpoints: super::super::Checkpoints::default(),
         };

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod faults;
+pub mod store;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -116,10 +116,16 @@ pub struct EngineArgs {
     #[arg(long, default_value_t = GcConfig::default().copy_bytes_per_s)]
     gc_copy_bytes_per_s: u64,
     /// Checkpoint a partition's key log also while serving, once this many
-    /// bytes were appended since its last checkpoint (0, the default: only
-    /// at a clean stop).
+    /// bytes were appended since its last checkpoint (0: only at a clean
+    /// stop): a restart after a crash replays about this much per partition.
     #[arg(long, default_value_t = GcConfig::default().checkpoint_every_keylog_bytes)]
     checkpoint_every_keylog_bytes: u64,
+    /// Checkpoint while serving only once the key log appended since the
+    /// last checkpoint is also at least this share, in percent, of that
+    /// checkpoint's size (0: whenever --checkpoint-every-keylog-bytes were
+    /// appended).
+    #[arg(long, default_value_t = GcConfig::default().checkpoint_keylog_growth_percent)]
+    checkpoint_keylog_growth_percent: u64,
     /// Puts wait for the next garbage-collection pass (at most a second
     /// each) while the node's dead bytes exceed this share of its live
     /// bytes, in percent, plus a segment per partition (0: never).
@@ -145,6 +151,7 @@ impl EngineArgs {
             min_dead_percent: self.gc_min_dead_percent,
             copy_bytes_per_s: self.gc_copy_bytes_per_s,
             checkpoint_every_keylog_bytes: self.checkpoint_every_keylog_bytes,
+            checkpoint_keylog_growth_percent: self.checkpoint_keylog_growth_percent,
             max_dead_percent_of_live: self.gc_max_dead_percent_of_live,
         };
         config.limits = Limits {
