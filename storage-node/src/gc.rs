@@ -293,7 +293,9 @@ impl Default for GcConfig {
     /// Every 100 ms, segments half dead, 64 MiB/s, a checkpoint every
     /// 64 MiB of key log once it has grown by the checkpoint's own size
     /// (Redis's `auto-aof-rewrite-min-size` and `-percentage`), dead bytes at
-    /// most twice the live ones.
+    /// most 1.5 times the live ones (with 16 partitions of 32 MiB segments,
+    /// disk use then stays under 3 times the live data plus what is
+    /// preallocated).
     fn default() -> Self {
         Self {
             interval_ms: 100,
@@ -301,7 +303,7 @@ impl Default for GcConfig {
             copy_bytes_per_s: 64 << 20,
             checkpoint_every_keylog_bytes: 64 << 20,
             checkpoint_keylog_growth_percent: 100,
-            max_dead_percent_of_live: 200,
+            max_dead_percent_of_live: 150,
         }
     }
 }
