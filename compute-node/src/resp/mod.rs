@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use splitkv_common::message;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::Engine;
@@ -194,17 +194,16 @@ async fn serve_client(
             });
             if let Some(e) = broken {
                 out.error(&format!("ERR {e}"));
-                writer.write_all(&out.bytes).await?;
+                commands::write_replies(&mut out, &mut writer).await?;
                 tracing::debug!(%peer, "closing a client after a protocol error: {e}");
                 return Ok(());
             }
             if flow == Flow::Close {
-                writer.write_all(&out.bytes).await?;
+                commands::write_replies(&mut out, &mut writer).await?;
                 return Ok(());
             }
-            if out.bytes.len() >= commands::FLUSH_BYTES || !more {
-                writer.write_all(&out.bytes).await?;
-                out.bytes.clear();
+            if out.pending_bytes() >= commands::FLUSH_BYTES || !more {
+                commands::write_replies(&mut out, &mut writer).await?;
             }
             if !more {
                 break;

@@ -8,7 +8,12 @@
 
 use std::fmt::Write as _;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// Values at least this long are sent from where they are held (the value
+/// cache, a window) by [`Replies::bulk_shared`] instead of being copied into
+/// the reply buffer.
+pub const SHARED_VALUE_BYTES: usize = 1024;
 
 /// The protocol version a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,13 +34,21 @@ impl Protocol {
     }
 }
 
-/// A connection's waiting replies, encoded for its protocol.
+/// A connection's waiting replies, encoded for its protocol: the parts
+/// before the last shared value ([`Replies::bulk_shared`]), in order, then
+/// `bytes`, the replies encoded since.
 #[derive(Debug)]
 pub struct Replies {
-    /// The encoded bytes not yet written.
+    /// The encoded bytes not yet written, after every part in `earlier`.
+    /// A command's replies can be cut off here (`truncate` to a length
+    /// taken before it) as long as it shares no value.
     pub bytes: BytesMut,
     /// The protocol replies are encoded for.
     pub protocol: Protocol,
+    /// Encoded runs and shared values waiting before `bytes`.
+    earlier: Vec<Bytes>,
+    /// Bytes in `earlier`.
+    earlier_bytes: usize,
 }
 
 impl Replies {
@@ -44,7 +57,62 @@ impl Replies {
         Self {
             bytes: BytesMut::with_capacity(capacity),
             protocol: Protocol::Resp2,
+            earlier: Vec::new(),
+            earlier_bytes: 0,
         }
+    }
+
+    /// Bytes of every reply waiting.
+    pub fn pending_bytes(&self) -> usize {
+        self.earlier_bytes + self.bytes.len()
+    }
+
+    /// A bulk string whose bytes are sent from `value` itself (shared, not
+    /// copied) when it is at least [`SHARED_VALUE_BYTES`] long.
+    pub fn bulk_shared(&mut self, value: &Bytes) {
+        if value.len() < SHARED_VALUE_BYTES {
+            return self.bulk(value);
+        }
+        let _ = write!(self.bytes, "${}\r\n", value.len());
+        self.earlier_bytes += self.bytes.len() + value.len();
+        self.earlier.push(self.bytes.split().freeze());
+        self.earlier.push(value.clone());
+        self.bytes.put_slice(b"\r\n");
+    }
+
+    /// A bulk string shared as [`Replies::bulk_shared`] does, or null for
+    /// `None`.
+    pub fn bulk_shared_or_null(&mut self, value: Option<&Bytes>) {
+        match value {
+            Some(value) => self.bulk_shared(value),
+            None => self.null(),
+        }
+    }
+
+    /// Takes every waiting reply, in order, as the parts to write: none
+    /// wait afterwards. Hand the emptied vector back with
+    /// [`Replies::return_parts`] to reuse it.
+    pub fn take_parts(&mut self) -> Vec<Bytes> {
+        let mut parts = std::mem::take(&mut self.earlier);
+        self.earlier_bytes = 0;
+        if !self.bytes.is_empty() {
+            parts.push(self.bytes.split().freeze());
+        }
+        parts
+    }
+
+    /// Takes back the vector [`Replies::take_parts`] gave, emptied, for the
+    /// next shared values.
+    pub fn return_parts(&mut self, mut parts: Vec<Bytes>) {
+        parts.clear();
+        if self.earlier.is_empty() {
+            self.earlier = parts;
+        }
+    }
+
+    /// Whether every waiting reply is in `bytes` (no value is shared).
+    pub fn is_contiguous(&self) -> bool {
+        self.earlier.is_empty()
     }
 
     /// `+text`
@@ -202,6 +270,37 @@ mod tests {
         three.protocol = Protocol::Resp3;
         encode(&mut three);
         (two.bytes.to_vec(), three.bytes.to_vec())
+    }
+
+    #[test]
+    fn shared_values_take_their_place_among_the_replies() {
+        let mut out = Replies::new(64);
+        let large = Bytes::from(vec![b'v'; SHARED_VALUE_BYTES]);
+        out.simple("OK");
+        out.bulk_shared(&large);
+        out.bulk_shared(&Bytes::from_static(b"small"));
+        out.bulk_shared_or_null(None);
+        out.bulk_shared(&large);
+        assert!(!out.is_contiguous());
+        let mut expected = b"+OK\r\n".to_vec();
+        for part in [
+            &b"$1024\r\n"[..],
+            &large,
+            b"\r\n$5\r\nsmall\r\n$-1\r\n$1024\r\n",
+            &large,
+            b"\r\n",
+        ] {
+            expected.extend_from_slice(part);
+        }
+        assert_eq!(out.pending_bytes(), expected.len());
+        let parts = out.take_parts();
+        assert_eq!(parts.concat(), expected);
+        assert!(
+            parts.iter().any(|p| p.as_ptr() == large.as_ptr()),
+            "the value is sent from where it is held"
+        );
+        assert_eq!(out.pending_bytes(), 0);
+        assert!(out.is_contiguous());
     }
 
     #[test]

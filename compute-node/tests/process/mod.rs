@@ -166,6 +166,8 @@ pub struct StorageSettings {
     pub follow_stall_ms: u64,
     /// The UDP port to serve on; 0 for any free one.
     pub port: u16,
+    /// [`storage_node::GcConfig::checkpoint_every_keylog_bytes`].
+    pub checkpoint_every_keylog_bytes: u64,
 }
 
 impl StorageSettings {
@@ -177,13 +179,19 @@ impl StorageSettings {
             buffer_bytes: storage_node::StorageConfig::new("unused").buffer_bytes,
             follow_stall_ms: splitkv_common::message::DEFAULT_FOLLOW_STALL_MS,
             port: 0,
+            checkpoint_every_keylog_bytes: storage_node::GcConfig::default()
+                .checkpoint_every_keylog_bytes,
         }
     }
 
     fn to_env(self) -> String {
         format!(
-            "{} {} {} {}",
-            self.partitions, self.buffer_bytes, self.follow_stall_ms, self.port
+            "{} {} {} {} {}",
+            self.partitions,
+            self.buffer_bytes,
+            self.follow_stall_ms,
+            self.port,
+            self.checkpoint_every_keylog_bytes
         )
     }
 
@@ -192,7 +200,14 @@ impl StorageSettings {
             .split(' ')
             .map(|n| n.parse().expect("a storage setting"))
             .collect();
-        let [partitions, buffer_bytes, follow_stall_ms, port] = fields[..] else {
+        let [
+            partitions,
+            buffer_bytes,
+            follow_stall_ms,
+            port,
+            checkpoint_every_keylog_bytes,
+        ] = fields[..]
+        else {
             panic!("storage settings {text:?}");
         };
         Self {
@@ -200,6 +215,7 @@ impl StorageSettings {
             buffer_bytes: buffer_bytes as usize,
             follow_stall_ms,
             port: u16::try_from(port).expect("a port"),
+            checkpoint_every_keylog_bytes,
         }
     }
 }
@@ -224,6 +240,7 @@ pub fn run_storage_child_if_asked() -> bool {
     let mut config = storage_node::StorageConfig::new(Path::new(&data));
     config.partitions = settings.partitions;
     config.buffer_bytes = settings.buffer_bytes;
+    config.gc.checkpoint_every_keylog_bytes = settings.checkpoint_every_keylog_bytes;
     let identity = splitkv_common::tls::NodeIdentity::load(Path::new(&certs))
         .expect("the storage node's certificates");
     let (stop, stopped) = tokio::sync::watch::channel(false);

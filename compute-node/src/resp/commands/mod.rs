@@ -165,10 +165,52 @@ async fn flush_if_full<W: AsyncWrite + Unpin>(
     out: &mut Replies,
     writer: &mut W,
 ) -> std::io::Result<()> {
-    if out.bytes.len() >= FLUSH_BYTES {
+    if out.pending_bytes() >= FLUSH_BYTES {
+        write_replies(out, writer).await?;
+    }
+    Ok(())
+}
+
+/// Parts written per vectored write at most.
+const WRITE_PARTS: usize = 64;
+
+/// Writes every reply waiting in `out` to `writer`: one write of the
+/// buffer, or vectored writes of its parts when values are shared.
+pub async fn write_replies<W: AsyncWrite + Unpin>(
+    out: &mut Replies,
+    writer: &mut W,
+) -> std::io::Result<()> {
+    if out.is_contiguous() {
         writer.write_all(&out.bytes).await?;
         out.bytes.clear();
+        return Ok(());
     }
+    let mut parts = out.take_parts();
+    let mut first = 0;
+    while first < parts.len() {
+        let mut written = {
+            let mut slices = [std::io::IoSlice::new(&[]); WRITE_PARTS];
+            let mut n = 0;
+            for (slice, part) in slices.iter_mut().zip(&parts[first..]) {
+                *slice = std::io::IoSlice::new(part);
+                n += 1;
+            }
+            writer.write_vectored(&slices[..n]).await?
+        };
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while written > 0 && first < parts.len() {
+            let part = &mut parts[first];
+            let n = written.min(part.len());
+            bytes::Buf::advance(part, n);
+            written -= n;
+            if part.is_empty() {
+                first += 1;
+            }
+        }
+    }
+    out.return_parts(parts);
     Ok(())
 }
 
@@ -394,7 +436,7 @@ impl<'a> RespClient<'a> {
         }
         for value in self.engine.get_each_async(keys).await {
             match value {
-                Ok(value) => out.bulk_or_null(value.as_deref()),
+                Ok(value) => out.bulk_shared_or_null(value.as_ref()),
                 Err(e) => engine_error(out, &e),
             }
         }
@@ -410,7 +452,7 @@ impl<'a> RespClient<'a> {
     ) -> std::io::Result<()> {
         if self.reply_mode == ReplyMode::On
             && self.overlay.is_none()
-            && out.bytes.len() >= FLUSH_BYTES
+            && out.pending_bytes() >= FLUSH_BYTES
         {
             let shared = self.gate.take().is_some();
             flush_if_full(out, writer).await?;
