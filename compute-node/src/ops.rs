@@ -8,7 +8,9 @@
 //! resolves the key in the index, then takes the value from the value cache
 //! or the record from a ready window (a hit), or reads the record from the
 //! storage node (never waiting for a window on its way), and checks a
-//! record's checksum, key and sequence number before returning its value.
+//! record's checksum, key and sequence number before returning its value
+//! (a record in a window has its checksum checked on its first hit there:
+//! the window's bytes do not change).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,7 +35,23 @@ const MOVED_READS: usize = 4;
 /// Checks a record against the index entry it was read for and returns its
 /// value.
 fn verify(key: &[u8], location: &Location, bytes: &Bytes) -> std::result::Result<Bytes, String> {
-    let decoded = record::decode_value_record(bytes).map_err(|e| e.to_string())?;
+    check_record(key, location, bytes, true)
+}
+
+/// Checks a record as [`verify`] does; without `verify_checksum` its
+/// checksum is taken as verified (the same bytes verified before).
+fn check_record(
+    key: &[u8],
+    location: &Location,
+    bytes: &Bytes,
+    verify_checksum: bool,
+) -> std::result::Result<Bytes, String> {
+    let decoded = if verify_checksum {
+        record::decode_value_record(bytes)
+    } else {
+        record::decode_verified_value_record(bytes)
+    }
+    .map_err(|e| e.to_string())?;
     if decoded.key != key {
         return Err("the record belongs to another key".into());
     }
@@ -268,7 +286,16 @@ impl Inner {
     /// window that will hold it may be on its way, and is not waited for).
     pub(crate) fn window_value(self: &Arc<Self>, key: &[u8], location: &Location) -> Option<Bytes> {
         let value = match self.lookup(location) {
-            Lookup::Hit(bytes) => verify(key, location, &bytes).ok(),
+            // A record's checksum is verified once per window: on its
+            // first hit there.
+            Lookup::Hit(record) => {
+                let verified = record.checksum_verified();
+                let value = check_record(key, location, &record.bytes, !verified).ok();
+                if value.is_some() && !verified {
+                    record.mark_verified();
+                }
+                value
+            }
             Lookup::PointRead => None,
         };
         if value.is_some() {
