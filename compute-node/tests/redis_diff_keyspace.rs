@@ -499,6 +499,31 @@ fn random_patterns_match_the_keys_redis_matches() {
 /// parts) is still dropped whole by CLIENT REPLY SKIP and OFF, as Redis
 /// drops it.
 #[test]
+fn large_get_and_mget_replies_are_dropped_whole_by_client_reply_skip_and_off() {
+    let mut pair = Pair::start();
+    // Values long enough to be sent from the value cache itself.
+    let values: Vec<Vec<u8>> = (0..3u8).map(|i| vec![b'a' + i; 4096]).collect();
+    for (i, value) in values.iter().enumerate() {
+        let key = format!("big:{i}");
+        pair.one_by_one(&[exact(&[b"SET", key.as_bytes(), value])]);
+    }
+    pair.one_by_one(&[
+        exact(cmd!("GET", "big:0")),
+        diff::silent(cmd!("CLIENT", "REPLY", "SKIP")),
+        diff::silent(cmd!("GET", "big:1")),
+        exact(cmd!("PING", "after skip")),
+        diff::silent(cmd!("CLIENT", "REPLY", "SKIP")),
+        diff::silent(cmd!("MGET", "big:0", "big:1", "big:2")),
+        exact(cmd!("GET", "big:2")),
+        diff::silent(cmd!("CLIENT", "REPLY", "OFF")),
+        diff::silent(cmd!("GET", "big:0")),
+        diff::silent(cmd!("MGET", "big:2", "big:1")),
+        exact(cmd!("CLIENT", "REPLY", "ON")),
+        exact(cmd!("MGET", "big:1", "nope", "big:0")),
+    ]);
+}
+
+#[test]
 fn a_long_keys_reply_is_dropped_whole_by_client_reply_skip_and_off() {
     let mut pair = Pair::start();
     let keys: Vec<Vec<u8>> = (0..2500)

@@ -479,8 +479,9 @@ impl StorageEngine {
     /// this starts; queued writes are completed with that refusal. Fails if
     /// that could not be done, or if a failure had poisoned the engine
     /// before: what did not reach the value log stays in the write buffers'
-    /// files and is replayed by the next open. Called by `Drop` too, where
-    /// errors can only be logged.
+    /// files and is replayed by the next open. Only the first call closes
+    /// (and can fail); later ones return at once. Called by `Drop` too,
+    /// where errors can only be logged.
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::directory::SegmentUsage;
-use crate::error::Result;
+use crate::error::{Result, StorageError};
 use crate::partition::{CheckpointRound, Partition};
+use splitkv_common::message::WireError;
 
 /// What a garbage-collection pass did, summed over the partitions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -120,6 +121,12 @@ impl Shared {
                     "garbage collection freed segments"
                 ),
                 Ok(_) => {}
+                // A full disk (a flush waiting for space, a copy or a
+                // checkpoint that found none) ends this pass only: the next
+                // one may find room, and collection is what makes it.
+                Err(e @ StorageError::Refused(WireError::DiskFull { .. })) => {
+                    tracing::warn!("a garbage-collection pass stopped early: {e}");
+                }
                 Err(e) => {
                     tracing::error!("garbage collection stopped: {e}");
                     *self.failure.lock() = Some(e.to_string());
@@ -266,10 +273,12 @@ pub struct GcConfig {
     /// and a quiet node still reclaims at this rate. 0: no limit.
     pub copy_bytes_per_s: u64,
     /// A partition's key log is checkpointed at a clean close and, if this
-    /// is not 0, by the GC thread once this many bytes were appended since
-    /// its last checkpoint (and [`GcConfig::checkpoint_keylog_growth_percent`]
-    /// allows it): a restart after a crash then replays about this much key
-    /// log per partition on top of its checkpoint. 0: at a clean close only.
+    /// is not 0, at the end of a collection pass once this many bytes were
+    /// appended since its last checkpoint (and
+    /// [`GcConfig::checkpoint_keylog_growth_percent`] allows it): a restart
+    /// after a crash then replays at most about the larger of this and the
+    /// checkpoint's size per partition on top of its checkpoint. 0: at a
+    /// clean close only.
     /// Making a checkpoint holds a copy of the partition's keys while it
     /// folds them (the storage node's directory holds every key already).
     pub checkpoint_every_keylog_bytes: u64,
@@ -293,9 +302,7 @@ impl Default for GcConfig {
     /// Every 100 ms, segments half dead, 64 MiB/s, a checkpoint every
     /// 64 MiB of key log once it has grown by the checkpoint's own size
     /// (Redis's `auto-aof-rewrite-min-size` and `-percentage`), dead bytes at
-    /// most 1.5 times the live ones (with 16 partitions of 32 MiB segments,
-    /// disk use then stays under 3 times the live data plus what is
-    /// preallocated).
+    /// most 1.5 times the live ones plus a segment per partition.
     fn default() -> Self {
         Self {
             interval_ms: 100,

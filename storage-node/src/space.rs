@@ -121,7 +121,8 @@ impl SpaceReserve {
         );
     }
 
-    /// A stalled flush went through (or gave up at close).
+    /// A stalled flush went through, or gave up (at close, or once the
+    /// node was poisoned).
     pub(crate) fn flush_unstalled(&self) {
         let before = self.stalled_flushes.fetch_sub(1, Ordering::AcqRel);
         debug_assert!(before > 0, "unstalled more often than stalled");

@@ -302,6 +302,15 @@ fn a_close_on_a_full_disk_fails_and_the_next_open_replays_the_unflushed_buffers(
         (acked, deleted)
     };
     let engine = StorageEngine::open(config).expect("reopen with room");
+    let replayed: usize = engine
+        .recovery_report()
+        .iter()
+        .map(|r| r.replayed_buffers)
+        .sum();
+    assert!(
+        replayed > 0,
+        "the buffers the close could not flush are replayed"
+    );
     assert!(engine.stats().refusing_writes.is_none());
     assert_all_readable(&engine, &acked);
     assert_missing(&engine, &deleted);

@@ -264,36 +264,76 @@ fn an_io_error_reading_a_segment_stops_collection_with_an_error_and_loses_nothin
     check(&engine, &expected);
 }
 
+/// Polls `done` until it holds, failing the test after 30 s.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "30 s without: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 #[test]
-fn a_full_disk_while_collection_copies_refuses_writes_and_loses_nothing() {
+fn a_full_disk_while_collection_copies_pauses_it_and_puts_until_there_is_room() {
     let dir = tempfile::tempdir().expect("tempdir");
     let plan = FaultPlan::new();
     let (engine, expected) = half_dead_store(dir.path(), &plan);
+    drop(engine);
+    // The disk is full before the GC thread starts: its copies fill a write
+    // buffer whose flush finds no room, and every pass stops there.
     plan.fail_now(Op::DirectWrite, Files::ValueLog, libc::ENOSPC);
     plan.fail_now(Op::Allocate, Files::ValueLog, libc::ENOSPC);
-    // The copies fill a write buffer, whose flush meets the full disk:
-    // the node refuses writes from then on (whatever the pass says).
-    let _ = engine.collect_garbage(40);
+    let mut collecting = config(dir.path());
+    collecting.gc.interval_ms = 10;
+    collecting.gc.min_dead_percent = 40;
+    let engine =
+        StorageEngine::open_with_disk(collecting, FaultDisk::new(std::sync::Arc::clone(&plan)))
+            .expect("open through the fault disk");
+    let value_log_failures = || {
+        plan.failed(Op::DirectWrite, Files::ValueLog) + plan.failed(Op::Allocate, Files::ValueLog)
+    };
+    wait_until("a flush waiting for room", || {
+        engine.stats().refusing_writes.is_some()
+    });
     let refused = engine.put(1, b"new", b"value").expect_err("disk full");
     assert!(
-        matches!(
-            refused,
-            StorageError::Refused(WireError::DiskFull { .. } | WireError::Poisoned { .. })
-        ),
-        "{refused}"
+        matches!(refused, StorageError::Refused(WireError::DiskFull { .. })),
+        "refused as disk full, not poisoned: {refused}"
     );
+    let err = engine
+        .collect_garbage(40)
+        .expect_err("a pass stops at the full disk");
     assert!(
-        plan.failed(Op::DirectWrite, Files::ValueLog) + plan.failed(Op::Allocate, Files::ValueLog)
-            > 0
+        matches!(err, StorageError::Refused(WireError::DiskFull { .. })),
+        "{err}"
     );
+    // The flush is retried every 100 ms; meanwhile the GC thread's passes
+    // (every 10 ms) stop at the full disk too, and the thread goes on.
+    let failed = value_log_failures();
+    wait_until("three more retries of the flush", || {
+        value_log_failures() >= failed + 3
+    });
+    assert_eq!(engine.stats().gc_failure, None, "the GC thread goes on");
     // Every key still reads back, from the files or the write buffers.
     check(&engine, &expected);
-    drop(engine);
-    // With space again, the store opens writable with every key.
-    let engine = StorageEngine::open(config(dir.path())).expect("reopen with space");
-    check(&engine, &expected);
+
+    // Room again: the flush goes through, puts resume, and the GC thread
+    // collects on its own, without a restart.
+    plan.stop_failing(Op::DirectWrite);
+    plan.stop_failing(Op::Allocate);
+    wait_until("puts accepted again", || {
+        engine.stats().refusing_writes.is_none()
+    });
     engine.put(1, b"new", b"value").expect("writable again");
-    engine.collect_garbage(40).expect("collect with space");
+    wait_until("the GC thread freeing a segment", || {
+        engine.stats().partitions[0].gc_runs > 0
+    });
+    assert_eq!(engine.stats().gc_failure, None);
+    let mut expected = expected;
+    expected.insert(b"new".to_vec(), Some(b"value".to_vec()));
+    check(&engine, &expected);
+    drop(engine);
+    let engine = StorageEngine::open(config(dir.path())).expect("reopen");
     check(&engine, &expected);
 }
 

@@ -68,7 +68,8 @@ impl Replies {
     }
 
     /// A bulk string whose bytes are sent from `value` itself (shared, not
-    /// copied) when it is at least [`SHARED_VALUE_BYTES`] long.
+    /// copied) when it is at least [`SHARED_VALUE_BYTES`] long. A reply
+    /// shared so can no longer be cut off by truncating `bytes`.
     pub fn bulk_shared(&mut self, value: &Bytes) {
         if value.len() < SHARED_VALUE_BYTES {
             return self.bulk(value);

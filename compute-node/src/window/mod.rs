@@ -50,7 +50,7 @@ impl Filled {
             return None;
         }
         let mark = (len as usize >= VERIFIED_ONCE_BYTES)
-            .then(|| at / VERIFIED_ONCE_BYTES)
+            .then_some(at / VERIFIED_ONCE_BYTES)
             .filter(|&granule| granule < self.verified.len())
             .map(|granule| RecordMark {
                 marks: Arc::clone(&self.verified),

@@ -434,9 +434,13 @@ impl<'a> RespClient<'a> {
             }
             return;
         }
+        // Shared values leave the reply buffer: only replies that cannot be
+        // cut off again (CLIENT REPLY OFF or SKIP) may share them.
+        let share = self.reply_mode == ReplyMode::On;
         for value in self.engine.get_each_async(keys).await {
             match value {
-                Ok(value) => out.bulk_shared_or_null(value.as_ref()),
+                Ok(value) if share => out.bulk_shared_or_null(value.as_ref()),
+                Ok(value) => out.bulk_or_null(value.as_deref()),
                 Err(e) => engine_error(out, &e),
             }
         }

@@ -117,7 +117,8 @@ pub struct EngineArgs {
     gc_copy_bytes_per_s: u64,
     /// Checkpoint a partition's key log also while serving, once this many
     /// bytes were appended since its last checkpoint (0: only at a clean
-    /// stop): a restart after a crash replays about this much per partition.
+    /// stop): a restart after a crash replays at most about the larger of
+    /// this and the checkpoint's size per partition.
     #[arg(long, default_value_t = GcConfig::default().checkpoint_every_keylog_bytes)]
     checkpoint_every_keylog_bytes: u64,
     /// Checkpoint while serving only once the key log appended since the
