@@ -79,7 +79,7 @@ fn a_reader_sees_puts_overwrites_deletes_and_clears_of_the_writer() {
     // The keys are hidden as the clear begins to apply; the count follows
     // once every index shard has dropped them.
     assert!(
-        reader.wait_until(VISIBLE_WITHIN, |r| r.len() == 0),
+        reader.wait_until(VISIBLE_WITHIN, |r| r.is_empty()),
         "{} keys counted after the clear",
         reader.len()
     );
