@@ -103,6 +103,9 @@ pub(crate) struct KeyDirectory {
     written_total: AtomicU64,
     /// Of those, the dead ones.
     dead_total: AtomicU64,
+    /// The highest tombstone floor the marks were forgotten below: a call
+    /// with no higher floor has nothing to forget and walks nothing.
+    forgotten_below: AtomicU64,
 }
 
 impl KeyDirectory {
@@ -118,6 +121,7 @@ impl KeyDirectory {
             cleared_below: AtomicU64::new(0),
             written_total: AtomicU64::new(0),
             dead_total: AtomicU64::new(0),
+            forgotten_below: AtomicU64::new(0),
         }
     }
 
@@ -175,8 +179,17 @@ impl KeyDirectory {
 
     /// Forgets the marks of keys whose versions up to a sequence number
     /// below `tombstone_floor_seq` are gone: no older version of those keys
-    /// is left to be applied, so the marks decide nothing any more.
+    /// is left to be applied, so the marks decide nothing any more. Walks
+    /// the directory only when the floor is higher than at the last call
+    /// (a mark kept longer is harmless: it only shadows what is gone).
     pub(crate) fn forget_gone_below(&self, tombstone_floor_seq: u64) {
+        if self
+            .forgotten_below
+            .fetch_max(tombstone_floor_seq, Ordering::AcqRel)
+            >= tombstone_floor_seq
+        {
+            return;
+        }
         for shard in self.shards.iter() {
             shard.lock().retain(|_, version| match *version {
                 Version::Gone { through } => through >= tombstone_floor_seq,
@@ -574,6 +587,14 @@ mod tests {
         assert_eq!(dir.get(b"b"), None);
         assert_eq!(dir.get(b"d"), Some(Version::Gone { through: 7 }));
         assert!(matches!(dir.get(b"c"), Some(Version::Live(p)) if p.seq == 6));
+        // The same floor again walks nothing (a mark kept is harmless); a
+        // higher one forgets what is below it.
+        dir.apply(0, &keyless(EntryKind::Delete, 3, b"late"));
+        dir.forget_gone_below(5);
+        assert_eq!(dir.get(b"late"), Some(Version::Gone { through: 3 }));
+        dir.forget_gone_below(8);
+        assert_eq!(dir.get(b"late"), None);
+        assert_eq!(dir.get(b"d"), None);
     }
 
     proptest! {
