@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use storage_node::{
-    Durability, IoEngineKind, OsDisk, StorageEngine, StorageError, WireError, WriteAck, WriteOp,
+    Durability, IoEngineKind, OsDisk, StorageConfig, StorageEngine, StorageError, WireError,
+    WriteAck, WriteOp,
 };
 use support::faults::{FaultDisk, FaultPlan, Files, Op, PowerCutDisk};
 use support::{build_index, get, small_config, value_for};
@@ -155,6 +156,16 @@ fn fail_value_log_writes(errno: i32) -> impl Fn(&StorageEngine, &FaultPlan) -> A
     }
 }
 
+/// Opens `config` through a fault disk following `plan` and puts 300 keys,
+/// every one acknowledged.
+fn open_with_300_keys(config: &StorageConfig, plan: &Arc<FaultPlan>) -> (StorageEngine, Acked) {
+    let engine = StorageEngine::open_with_disk(config.clone(), FaultDisk::new(Arc::clone(plan)))
+        .expect("open");
+    let (acked, err) = put_keys(&engine, 0..300, 500);
+    assert!(err.is_none(), "put before the fault: {err:?}");
+    (engine, acked)
+}
+
 /// Makes the value log find the disk full: its preallocations and its
 /// writes fail with ENOSPC from now on.
 fn fill_the_disk_under_the_value_log(plan: &FaultPlan) {
@@ -223,11 +234,7 @@ fn a_full_disk_in_a_flush_refuses_puts_until_there_is_room(durability: Durabilit
     let mut acked;
     let deleted;
     {
-        let engine =
-            StorageEngine::open_with_disk(config.clone(), FaultDisk::new(Arc::clone(&plan)))
-                .expect("open");
-        let (all, err) = put_keys(&engine, 0..300, 500);
-        assert!(err.is_none(), "put before the fault: {err:?}");
+        let (engine, all) = open_with_300_keys(&config, &plan);
         acked = all;
         fill_the_disk_under_the_value_log(&plan);
         let (more, err) = put_until_error(&engine, 300, 500);
@@ -283,11 +290,7 @@ fn a_close_on_a_full_disk_fails_and_the_next_open_replays_the_unflushed_buffers(
     let plan = FaultPlan::new();
     let config = small_config(dir.path(), PARTITIONS);
     let (acked, deleted) = {
-        let engine =
-            StorageEngine::open_with_disk(config.clone(), FaultDisk::new(Arc::clone(&plan)))
-                .expect("open");
-        let (mut acked, err) = put_keys(&engine, 0..300, 500);
-        assert!(err.is_none(), "put before the fault: {err:?}");
+        let (engine, mut acked) = open_with_300_keys(&config, &plan);
         fill_the_disk_under_the_value_log(&plan);
         let (more, err) = put_until_error(&engine, 300, 500);
         acked.extend(more);
@@ -367,11 +370,7 @@ fn a_full_disk_when_the_key_log_needs_a_chunk_fails_those_writes_until_there_is_
     let config = small_config(dir.path(), PARTITIONS);
     let mut acked;
     {
-        let engine =
-            StorageEngine::open_with_disk(config.clone(), FaultDisk::new(Arc::clone(&plan)))
-                .expect("open");
-        let (all, err) = put_keys(&engine, 0..300, 500);
-        assert!(err.is_none(), "put before the fault: {err:?}");
+        let (engine, all) = open_with_300_keys(&config, &plan);
         acked = all;
         plan.fail_now(Op::Allocate, Files::KeyLog, libc::ENOSPC);
         acked.extend(put_large_values_while_the_key_log_cannot_grow(
