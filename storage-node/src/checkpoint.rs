@@ -14,8 +14,9 @@
 //!
 //! A checkpoint can also be swept against the node's key directory
 //! ([`Fold::finish_swept`]): then it keeps only what a rebuild still
-//! needs. A put goes once any partition's entry superseded it (that entry is committed, and
-//! it stays until it is superseded or dropped in turn); a delete or expire
+//! needs. A put goes once any partition's entry superseded it (that entry
+//! is committed, and it stays until it is superseded or dropped in turn);
+//! a delete or expire
 //! goes once a newer put superseded it, or once no older version of its key
 //! is left anywhere a rebuild can read (its sequence number is below the
 //! node's tombstone floor). Bitcask and Badger both shipped the bug where a

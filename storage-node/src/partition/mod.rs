@@ -396,6 +396,19 @@ impl Partition {
         self.buffers[0].capacity()
     }
 
+    /// Wraps `e` with what the partition was doing: a full disk fails
+    /// that write alone (as [`WireError::DiskFull`]), anything else poisons
+    /// the node.
+    ///
+    /// [`WireError::DiskFull`]: splitkv_common::message::WireError::DiskFull
+    fn fail_unless_full(&self, context: String, e: std::io::Error) -> StorageError {
+        if crate::error::is_out_of_space(&e) {
+            StorageError::io(context, e)
+        } else {
+            self.poison(context, e)
+        }
+    }
+
     /// Wraps `e` with what the partition was doing and poisons the node
     /// with it: the partition's on-disk state is no longer known to be what
     /// it acknowledged, so no write may follow.

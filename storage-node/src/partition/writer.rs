@@ -14,7 +14,7 @@ use super::{Partition, PartitionState};
 use crate::aligned::{AlignedBuf, align_up};
 use crate::buffer::{BufferState, Header};
 use crate::config::Durability;
-use crate::error::{Result, StorageError, is_out_of_space};
+use crate::error::{Result, StorageError};
 use crate::node_state::NodeState;
 
 /// One operation of a write batch.
@@ -216,6 +216,12 @@ impl Partition {
         self.check_writable(&st, epoch)?;
         let mut scratch = st.scratch.pop().unwrap_or_default();
         let result = self.apply_locked(&mut st, ops, epoch, acks, may_wait, &mut scratch);
+        // Committed or given up: either way no longer under way.
+        if let Some(first) = scratch.first_seq.take()
+            && let Some(at) = st.uncommitted_seqs.iter().position(|&s| s == first)
+        {
+            st.uncommitted_seqs.swap_remove(at);
+        }
         st.scratch.push(scratch);
         result
     }
@@ -286,25 +292,6 @@ impl Partition {
     ) -> Result<u64, Stall> {
         scratch.frame.begin();
         scratch.large.clear();
-        let result = self.stage_and_commit(st, ops, epoch, acks, may_wait, scratch);
-        // Committed or given up: either way no longer under way.
-        if let Some(first) = scratch.first_seq.take()
-            && let Some(at) = st.uncommitted_seqs.iter().position(|&s| s == first)
-        {
-            st.uncommitted_seqs.swap_remove(at);
-        }
-        result
-    }
-
-    fn stage_and_commit(
-        &self,
-        st: &mut MutexGuard<'_, PartitionState>,
-        ops: &[WriteOp<'_>],
-        epoch: Option<u64>,
-        acks: &mut [WriteAck],
-        may_wait: bool,
-        scratch: &mut Scratch,
-    ) -> Result<u64, Stall> {
         let max_seq = match self.stage(st, ops, acks, may_wait, scratch) {
             Ok(max_seq) => max_seq,
             Err(e) => {
@@ -332,12 +319,10 @@ impl Partition {
             .keylog
             .append(frame, max_seq, ops.len() as u64)
             .map_err(|e| {
-                let context = format!("appending to the key log of partition {}", self.id);
-                if is_out_of_space(&e) {
-                    StorageError::io(context, e)
-                } else {
-                    self.poison(context, e)
-                }
+                self.fail_unless_full(
+                    format!("appending to the key log of partition {}", self.id),
+                    e,
+                )
             })?;
         self.keylog_end.send_replace(end);
         // In key-log order, under the lock that orders the key log.
@@ -572,11 +557,9 @@ impl Partition {
             };
             // A full disk fails this batch alone (its region is given up);
             // anything else, or a failed sync, poisons the node.
-            match self.vlog.write_at(data, offset) {
-                Err(e) if is_out_of_space(&e) => return Err(StorageError::io(context(), e)),
-                Err(e) => return Err(self.poison(context(), e)),
-                Ok(()) => {}
-            }
+            self.vlog
+                .write_at(data, offset)
+                .map_err(|e| self.fail_unless_full(context(), e))?;
             if self.node.durability == Durability::Sync {
                 self.vlog
                     .sync_data()
