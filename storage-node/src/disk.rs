@@ -99,6 +99,15 @@ pub trait DiskFile: Send + Sync {
     fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.read_at(buf, offset)
     }
+    /// Reads like [`DiskFile::read_cached_at`] only if every byte asked for
+    /// is in the page cache already, without waiting for the device:
+    /// `Ok(None)` when some would have to come from it (the caller then
+    /// reads with `read_cached_at` where it may wait). For the same ranges
+    /// as `read_cached_at`. The default never reads (always `Ok(None)`).
+    fn read_cached_nowait_at(&self, buf: &mut [u8], offset: u64) -> io::Result<Option<usize>> {
+        let _ = (buf, offset);
+        Ok(None)
+    }
     /// Writes all of `buf` at `offset`. Returns once the write has completed
     /// (for a direct file: the bytes went from `buf` to the device without
     /// passing through the page cache, but the device may still hold them
@@ -268,6 +277,41 @@ fn read_fully_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> 
     Ok(done)
 }
 
+/// Reads into `buf` from `offset` until it is full or the file ends, but
+/// only from the page cache (`preadv2` with `RWF_NOWAIT`): `None` as soon as
+/// a byte would have to be read from the device.
+fn read_fully_nowait_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<Option<usize>> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        let iov = libc::iovec {
+            iov_base: rest.as_mut_ptr().cast(),
+            iov_len: rest.len(),
+        };
+        let Ok(at) = libc::off_t::try_from(offset + done as u64) else {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        };
+        // SAFETY: `iov` describes `rest`, writable for its whole length for
+        // the duration of the call, and the fd is open for as long as `file`.
+        let got = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, at, libc::RWF_NOWAIT) };
+        match usize::try_from(got) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => {}
+                    // Not all in memory; or a kernel or file system that
+                    // cannot tell without waiting.
+                    Some(libc::EAGAIN | libc::EOPNOTSUPP) => return Ok(None),
+                    _ => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(Some(done))
+}
+
 impl OsFile {
     fn check_direct_alignment(&self, addr: usize, len: usize, offset: u64) -> io::Result<()> {
         let align = DIRECT_ALIGN as u64;
@@ -295,6 +339,13 @@ impl DiskFile for OsFile {
         match &self.cached {
             Some(cached) => read_fully_at(cached, buf, offset),
             None => self.read_at(buf, offset),
+        }
+    }
+
+    fn read_cached_nowait_at(&self, buf: &mut [u8], offset: u64) -> io::Result<Option<usize>> {
+        match &self.cached {
+            Some(cached) => read_fully_nowait_at(cached, buf, offset),
+            None => Ok(None),
         }
     }
 

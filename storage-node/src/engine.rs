@@ -372,6 +372,20 @@ impl StorageEngine {
         self.partition(partition)?.read(offset, len)
     }
 
+    /// Reads the record like [`StorageEngine::read`] if all of its bytes are
+    /// in memory (a write buffer or the page cache), without waiting for the
+    /// disk: `Ok(None)` if some are not. Safe to call where blocking is not
+    /// (an async task); the caller reads with `read` on a blocking thread
+    /// when this gives `None`.
+    pub fn read_in_memory(
+        &self,
+        partition: usize,
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<RecordBytes>> {
+        self.partition(partition)?.read_in_memory(offset, len)
+    }
+
     /// Reads up to `max_len` (at most 16 MiB) bytes of `partition`'s value
     /// log from `offset`, including records still in write buffers, never
     /// past the committed end (which it returns).

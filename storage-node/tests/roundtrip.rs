@@ -719,3 +719,85 @@ fn a_direct_file_reads_written_bytes_through_the_page_cache_at_any_offset() {
     );
     assert_eq!(&tail[..10], &written[written.len() - 10..]);
 }
+
+#[test]
+fn a_read_that_must_not_wait_reads_only_bytes_already_in_the_page_cache() {
+    use storage_node::aligned::AlignedBuf;
+    use storage_node::{Disk, FileKind, IoEngineKind, OsDisk};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("direct.log");
+    let disk = OsDisk::new(IoEngineKind::Uring);
+    let file = disk.open(&path, FileKind::Direct, true).expect("open");
+    let mut written = AlignedBuf::zeroed(4 * 4096);
+    for (i, b) in written.iter_mut().enumerate() {
+        *b = (i * 13 % 251) as u8;
+    }
+    file.allocate(0, written.len() as u64).expect("allocate");
+    file.write_at(&written, 0).expect("direct write");
+    // Written with O_DIRECT: nothing of it is in the page cache.
+    let mut got = vec![0u8; 5000];
+    assert_eq!(
+        file.read_cached_nowait_at(&mut got, 100)
+            .expect("nowait read"),
+        None,
+        "bytes only on the device are not read without waiting"
+    );
+    // A read that may wait brings the first two pages into the cache.
+    let mut first = vec![0u8; 2 * 4096];
+    file.read_cached_at(&mut first, 0).expect("cached read");
+    assert_eq!(
+        file.read_cached_nowait_at(&mut got, 100)
+            .expect("nowait read"),
+        Some(got.len())
+    );
+    assert_eq!(&got[..], &written[100..5100]);
+    // A range that runs on into a page not cached is not read.
+    let mut across = vec![0u8; 4096];
+    assert_eq!(
+        file.read_cached_nowait_at(&mut across, 2 * 4096 - 10)
+            .expect("nowait read"),
+        None
+    );
+}
+
+#[test]
+fn a_record_is_read_without_waiting_from_its_buffer_or_the_page_cache_but_not_from_the_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let value = value_for(b"k", 1, 4000);
+    {
+        let engine = open(dir.path());
+        engine.put(1, b"k", &value).expect("put");
+        let at = build_index(&engine)[&b"k"[..]];
+        let in_buffer = engine
+            .read_in_memory(at.partition, at.offset, at.record_len)
+            .expect("read")
+            .expect("a record still in its write buffer is in memory");
+        assert_eq!(in_buffer.record().value, &value[..]);
+        engine.close().expect("close");
+    }
+    // Reopened: the close flushed the buffer to the value log with O_DIRECT.
+    let engine = open(dir.path());
+    let at = build_index(&engine)[&b"k"[..]];
+    assert!(
+        engine
+            .read_in_memory(at.partition, at.offset, at.record_len)
+            .expect("read")
+            .is_none(),
+        "a record only on the disk is not read without waiting"
+    );
+    assert_eq!(
+        get(&engine, &build_index(&engine), b"k"),
+        Some(value.clone())
+    );
+    let cached = engine
+        .read_in_memory(at.partition, at.offset, at.record_len)
+        .expect("read")
+        .expect("read once, the record is in the page cache");
+    assert_eq!(cached.record().value, &value[..]);
+    // Its checks are those of any read.
+    assert!(
+        engine
+            .read_in_memory(at.partition, at.offset, at.record_len - 1)
+            .is_err()
+    );
+}

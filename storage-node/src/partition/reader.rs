@@ -51,6 +51,14 @@ impl RecordBytes {
     }
 }
 
+/// Whether a point read may wait for the disk.
+#[derive(Clone, Copy)]
+enum Wait {
+    ForDisk,
+    /// Only bytes in memory (a write buffer or the page cache) are read.
+    Never,
+}
+
 /// Bytes of a partition's value log, as of one moment.
 #[derive(Debug)]
 pub struct RangeRead {
@@ -144,6 +152,22 @@ pub struct ExportProgress {
 impl Partition {
     /// Reads and verifies the record at `offset` of `len` bytes.
     pub(crate) fn read(&self, offset: u64, len: usize) -> Result<RecordBytes> {
+        match self.read_record(offset, len, Wait::ForDisk)? {
+            Some(record) => Ok(record),
+            // Not reached: a read that may wait for the disk does not give up.
+            None => Err(self.read_error(offset, std::io::ErrorKind::WouldBlock.into())),
+        }
+    }
+
+    /// Reads and verifies the record at `offset` of `len` bytes if none of
+    /// it has to come from the disk (it is in a write buffer or the page
+    /// cache): `Ok(None)` otherwise. Never waits for the device, so it may
+    /// run on a thread that must not block.
+    pub(crate) fn read_in_memory(&self, offset: u64, len: usize) -> Result<Option<RecordBytes>> {
+        self.read_record(offset, len, Wait::Never)
+    }
+
+    fn read_record(&self, offset: u64, len: usize, wait: Wait) -> Result<Option<RecordBytes>> {
         let limits = self.node.limits;
         let max = record::value_record_len(limits.max_key_bytes, limits.max_value_bytes);
         if len > max {
@@ -162,7 +186,9 @@ impl Partition {
             self.copy_from_buffers(&st, offset..end, &mut buf[start..start + len])
         };
         if !in_buffer {
-            let got = self.read_vlog(&mut buf, aligned)?;
+            let Some(got) = self.read_vlog(&mut buf, aligned, wait)? else {
+                return Ok(None);
+            };
             if got < start + len {
                 return Err(corrupt(RecordError::Truncated {
                     needed: len,
@@ -177,7 +203,7 @@ impl Partition {
                 "record length differs from the location's",
             )));
         }
-        Ok(RecordBytes { buf, start, len })
+        Ok(Some(RecordBytes { buf, start, len }))
     }
 
     /// Copies `range` out of a write buffer into `dst` if one holds all of
@@ -201,14 +227,16 @@ impl Partition {
         false
     }
 
-    fn read_vlog(&self, buf: &mut AlignedBuf, offset: u64) -> Result<usize> {
+    fn read_vlog(&self, buf: &mut AlignedBuf, offset: u64, wait: Wait) -> Result<Option<usize>> {
         let target = buf.spare_aligned_mut();
         // A point read of flushed bytes: through the page cache, so that a
         // record read again (by another compute node, or after one
         // restarts) is not read from the disk again.
-        self.vlog
-            .read_cached_at(target, offset)
-            .map_err(|e| self.read_error(offset, e))
+        match wait {
+            Wait::ForDisk => self.vlog.read_cached_at(target, offset).map(Some),
+            Wait::Never => self.vlog.read_cached_nowait_at(target, offset),
+        }
+        .map_err(|e| self.read_error(offset, e))
     }
 
     fn read_error(&self, offset: u64, e: std::io::Error) -> StorageError {

@@ -59,6 +59,17 @@ fn parse_segment_name(name: &str) -> Option<u64> {
         .ok()
 }
 
+/// How a read reaches a segment's bytes.
+#[derive(Clone, Copy)]
+enum Via {
+    /// O_DIRECT, from the device.
+    Direct,
+    /// Through the page cache, waiting for the device where needed.
+    Cache,
+    /// Through the page cache, never waiting for the device.
+    CacheNoWait,
+}
+
 struct Segment {
     file: Arc<dyn DiskFile>,
     /// Bytes of the file allocated on disk.
@@ -234,7 +245,8 @@ impl ValueLog {
     /// Reads into `buf` from `offset` with O_DIRECT (aligned); see
     /// [`ValueLog::read_cached_at`] for what it returns.
     pub(crate) fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.read(buf, offset, false)
+        // Only a read that is not to wait comes back without a count.
+        Ok(self.read(buf, offset, Via::Direct)?.unwrap_or_default())
     }
 
     /// Reads into `buf` from `offset` through the page cache (only for
@@ -244,10 +256,20 @@ impl ValueLog {
     /// segment reads as zeros. Fails with [`moved`] if `offset` is in a
     /// freed segment.
     pub(crate) fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.read(buf, offset, true)
+        Ok(self.read(buf, offset, Via::Cache)?.unwrap_or_default())
     }
 
-    fn read(&self, buf: &mut [u8], offset: u64, cached: bool) -> io::Result<usize> {
+    /// Reads like [`ValueLog::read_cached_at`] only if every byte is in the
+    /// page cache: `Ok(None)` if some would have to be read from the disk.
+    pub(crate) fn read_cached_nowait_at(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> io::Result<Option<usize>> {
+        self.read(buf, offset, Via::CacheNoWait)
+    }
+
+    fn read(&self, buf: &mut [u8], offset: u64, via: Via) -> io::Result<Option<usize>> {
         let newest = self.newest_id();
         let mut done = 0;
         while done < buf.len() {
@@ -258,14 +280,19 @@ impl ValueLog {
             let part = &mut buf[done..done + len];
             match self.segment(id) {
                 Some(segment) => {
-                    let got = if cached {
-                        segment.file.read_cached_at(part, start)?
-                    } else {
-                        segment.file.read_at(part, start)?
+                    let got = match via {
+                        Via::Direct => segment.file.read_at(part, start)?,
+                        Via::Cache => segment.file.read_cached_at(part, start)?,
+                        Via::CacheNoWait => {
+                            match segment.file.read_cached_nowait_at(part, start)? {
+                                Some(got) => got,
+                                None => return Ok(None),
+                            }
+                        }
                     };
                     if got < len {
                         if Some(id) == newest {
-                            return Ok(done + got);
+                            return Ok(Some(done + got));
                         }
                         part[got..].fill(0);
                     }
@@ -274,14 +301,14 @@ impl ValueLog {
                     if done == 0 {
                         return Err(moved(at));
                     }
-                    return Ok(done);
+                    return Ok(Some(done));
                 }
                 None if newest.is_some_and(|n| id < n) => part.fill(0),
-                None => return Ok(done),
+                None => return Ok(Some(done)),
             }
             done += len;
         }
-        Ok(done)
+        Ok(Some(done))
     }
 
     /// Makes every completed write durable (fdatasync of each segment

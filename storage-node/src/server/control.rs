@@ -324,6 +324,16 @@ async fn handle(
             len,
         } => {
             let (partition, len) = (partition as usize, len as usize);
+            // Bytes in memory are answered at once; a read that has to
+            // wait for the disk goes to a blocking thread.
+            if let Some(read) = context
+                .engine
+                .read_in_memory(partition, offset, len)
+                .transpose()
+            {
+                record_answer(id, read).append_to(out);
+                return Ok(Answered::Now);
+            }
             spawn_read(context, id, done, move |engine| {
                 record_answer(id, engine.read(partition, offset, len))
             });
@@ -338,8 +348,21 @@ async fn handle(
                 ));
                 return Ok(Answered::Now);
             }
+            let engine = &context.engine;
+            if let Some(answer) = records_answer(id, &reads, |at| {
+                engine
+                    .read_in_memory(at.partition as usize, at.offset, at.len as usize)
+                    .transpose()
+            }) {
+                answer.append_to(out);
+                return Ok(Answered::Now);
+            }
             spawn_read(context, id, done, move |engine| {
-                records_answer(id, engine, &reads)
+                let read = |at: &RecordAt| {
+                    Some(engine.read(at.partition as usize, at.offset, at.len as usize))
+                };
+                records_answer(id, &reads, read)
+                    .unwrap_or_else(|| Answer::plain(id, Err(read_failed())))
             });
             Ok(Answered::Later)
         }
@@ -467,13 +490,19 @@ fn check_get_many(reads: &[RecordAt]) -> Result<(), String> {
     Ok(())
 }
 
-/// The answer to a [`RequestBody::GetMany`]: each record read in turn, the
-/// verified ones as parts of the blob, a failure for each that failed.
-fn records_answer(id: u64, engine: &crate::StorageEngine, reads: &[RecordAt]) -> Answer {
+/// The answer to a [`RequestBody::GetMany`]: each record read in turn by
+/// `read`, the verified ones as parts of the blob, a failure for each that
+/// failed; `None` as soon as `read` gives up on one (its bytes are not in
+/// memory, for a read that is not to wait).
+fn records_answer(
+    id: u64,
+    reads: &[RecordAt],
+    mut read: impl FnMut(&RecordAt) -> Option<crate::error::Result<crate::RecordBytes>>,
+) -> Option<Answer> {
     let mut outcomes = Vec::with_capacity(reads.len());
     let mut blob = Vec::with_capacity(reads.len());
-    for read in reads {
-        match engine.read(read.partition as usize, read.offset, read.len as usize) {
+    for at in reads {
+        match read(at)? {
             Ok(record) => {
                 let (buf, range) = record.into_parts();
                 let bytes = Bytes::from_owner(buf).slice(range);
@@ -491,7 +520,7 @@ fn records_answer(id: u64, engine: &crate::StorageEngine, reads: &[RecordAt]) ->
     };
     let blob_len = blob.iter().map(Bytes::len).sum();
     let head = message::encode_head(&mut BytesMut::new(), &response, blob_len);
-    Answer { head, blob }
+    Some(Answer { head, blob })
 }
 
 /// The answer to a point read: the verified record as the blob, or the
