@@ -173,7 +173,9 @@ async fn serve_client(
             }
         }
         loop {
-            batch.clear();
+            for cmd in batch.drain(..) {
+                parser.recycle(cmd);
+            }
             let mut broken = None;
             while batch.len() < MAX_BATCH {
                 match parser.next(&mut input) {

@@ -62,11 +62,22 @@ struct Partial {
     pending_len: Option<usize>,
 }
 
+/// Most argument vectors a parser keeps for reuse ([`RequestParser::recycle`]):
+/// enough for a pipeline of 64 commands; with [`MAX_SPARE_ARGS`], at most
+/// 32 KiB per client.
+const MAX_SPARE_ARG_VECS: usize = 64;
+
+/// Largest argument vector (in arguments) kept for reuse: a command with
+/// many arguments does not keep its vector's room.
+const MAX_SPARE_ARGS: usize = 16;
+
 /// Splits a connection's input into commands.
 #[derive(Debug)]
 pub struct RequestParser {
     limits: ParseLimits,
     partial: Option<Partial>,
+    /// Emptied argument vectors handed back, reused for the next commands.
+    spare: Vec<Vec<Bytes>>,
 }
 
 impl RequestParser {
@@ -75,6 +86,18 @@ impl RequestParser {
         Self {
             limits,
             partial: None,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Hands back a command's arguments once it has run: the vector is
+    /// emptied (releasing its arguments' bytes) and reused for a later
+    /// command, so that a client's commands cost no allocation for their
+    /// argument lists. At most [`MAX_SPARE_ARG_VECS`] are kept.
+    pub fn recycle(&mut self, mut args: Vec<Bytes>) {
+        if self.spare.len() < MAX_SPARE_ARG_VECS && args.capacity() <= MAX_SPARE_ARGS {
+            args.clear();
+            self.spare.push(args);
         }
     }
 
@@ -119,9 +142,16 @@ impl RequestParser {
                 return Ok(Some(Vec::new()));
             }
             let expected = count as usize;
+            let args = match self.spare.pop() {
+                Some(mut args) => {
+                    args.reserve(expected.min(1024));
+                    args
+                }
+                None => Vec::with_capacity(expected.min(1024)),
+            };
             self.partial = Some(Partial {
                 expected,
-                args: Vec::with_capacity(expected.min(1024)),
+                args,
                 bytes: 0,
                 pending_len: None,
             });
@@ -303,6 +333,26 @@ mod tests {
             max_arg_bytes: 1000,
             max_command_bytes: 1500,
         })
+    }
+
+    #[test]
+    fn a_recycled_argument_vector_holds_the_next_command() {
+        let mut p = parser();
+        let mut buf =
+            BytesMut::from(&b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n*2\r\n$3\r\nDEL\r\n$1\r\nb\r\n"[..]);
+        let first = p.next(&mut buf).expect("parses").expect("whole");
+        let allocation = first.as_ptr();
+        p.recycle(first);
+        let second = p.next(&mut buf).expect("parses").expect("whole");
+        assert_eq!(second, vec![Bytes::from("DEL"), Bytes::from("b")]);
+        assert_eq!(
+            second.as_ptr(),
+            allocation,
+            "the recycled vector was reused"
+        );
+        // A vector with room for many arguments is not kept.
+        p.recycle(Vec::with_capacity(MAX_SPARE_ARGS + 1));
+        assert!(p.spare.is_empty());
     }
 
     fn all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
