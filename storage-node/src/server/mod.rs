@@ -7,9 +7,11 @@
 //! message) has its connection closed with the reason, logged; other
 //! connections are not affected and no stored byte changes.
 //!
-//! Blocking disk reads (point reads, range reads, key-log exports) run on
-//! tokio's blocking threads, at most [`MAX_CONCURRENT_DISK_READS`] at a time
-//! across the node; the others wait for a permit without holding a thread.
+//! A point read whose bytes are in memory (a write buffer or the page
+//! cache) is answered on its connection's task. Blocking disk reads (other
+//! point reads, range reads, key-log exports) run on tokio's blocking
+//! threads, at most [`MAX_CONCURRENT_DISK_READS`] at a time across the
+//! node; the others wait for a permit without holding a thread.
 
 mod bulk;
 mod control;
