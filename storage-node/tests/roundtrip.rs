@@ -685,20 +685,34 @@ fn expiry_times_and_expire_entries_survive_reopen_in_the_key_log() {
     );
 }
 
-#[test]
-fn a_direct_file_reads_written_bytes_through_the_page_cache_at_any_offset() {
+/// A new O_DIRECT file on the real disk with `pages` pages of a pattern
+/// (byte `i` is `i * step % 251`) written to it, and those bytes.
+fn direct_file_written(
+    pages: usize,
+    step: usize,
+) -> (
+    tempfile::TempDir,
+    std::sync::Arc<dyn storage_node::DiskFile>,
+    storage_node::aligned::AlignedBuf,
+) {
     use storage_node::aligned::AlignedBuf;
     use storage_node::{Disk, FileKind, IoEngineKind, OsDisk};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("direct.log");
     let disk = OsDisk::new(IoEngineKind::Uring);
     let file = disk.open(&path, FileKind::Direct, true).expect("open");
-    let mut written = AlignedBuf::zeroed(3 * 4096);
+    let mut written = AlignedBuf::zeroed(pages * 4096);
     for (i, b) in written.iter_mut().enumerate() {
-        *b = (i * 7 % 251) as u8;
+        *b = (i * step % 251) as u8;
     }
     file.allocate(0, written.len() as u64).expect("allocate");
     file.write_at(&written, 0).expect("direct write");
+    (dir, file, written)
+}
+
+#[test]
+fn a_direct_file_reads_written_bytes_through_the_page_cache_at_any_offset() {
+    let (_dir, file, written) = direct_file_written(3, 7);
     // A direct read must be aligned; a cached one need not be.
     let mut unaligned = vec![0u8; 5000];
     assert!(
@@ -722,18 +736,7 @@ fn a_direct_file_reads_written_bytes_through_the_page_cache_at_any_offset() {
 
 #[test]
 fn a_read_that_must_not_wait_reads_only_bytes_already_in_the_page_cache() {
-    use storage_node::aligned::AlignedBuf;
-    use storage_node::{Disk, FileKind, IoEngineKind, OsDisk};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("direct.log");
-    let disk = OsDisk::new(IoEngineKind::Uring);
-    let file = disk.open(&path, FileKind::Direct, true).expect("open");
-    let mut written = AlignedBuf::zeroed(4 * 4096);
-    for (i, b) in written.iter_mut().enumerate() {
-        *b = (i * 13 % 251) as u8;
-    }
-    file.allocate(0, written.len() as u64).expect("allocate");
-    file.write_at(&written, 0).expect("direct write");
+    let (_dir, file, written) = direct_file_written(4, 13);
     // Written with O_DIRECT: nothing of it is in the page cache.
     let mut got = vec![0u8; 5000];
     assert_eq!(

@@ -14,7 +14,8 @@ use splitkv_common::record::{self, RecordError, ValueRecord};
 
 use splitkv_common::message::WireError;
 
-use super::{Partition, PartitionState, value_log};
+use super::value_log::{self, Via};
+use super::{Partition, PartitionState};
 use crate::aligned::{AlignedBuf, PooledBuf, align_down, align_up};
 use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StorageError};
@@ -49,14 +50,6 @@ impl RecordBytes {
         let range = self.start..self.start + self.len;
         (self.buf, range)
     }
-}
-
-/// Whether a point read may wait for the disk.
-#[derive(Clone, Copy)]
-enum Wait {
-    ForDisk,
-    /// Only bytes in memory (a write buffer or the page cache) are read.
-    Never,
 }
 
 /// Bytes of a partition's value log, as of one moment.
@@ -152,7 +145,7 @@ pub struct ExportProgress {
 impl Partition {
     /// Reads and verifies the record at `offset` of `len` bytes.
     pub(crate) fn read(&self, offset: u64, len: usize) -> Result<RecordBytes> {
-        match self.read_record(offset, len, Wait::ForDisk)? {
+        match self.read_record(offset, len, Via::Cache)? {
             Some(record) => Ok(record),
             // Not reached: a read that may wait for the disk does not give up.
             None => Err(self.read_error(offset, std::io::ErrorKind::WouldBlock.into())),
@@ -164,10 +157,10 @@ impl Partition {
     /// cache): `Ok(None)` otherwise. Never waits for the device, so it may
     /// run on a thread that must not block.
     pub(crate) fn read_in_memory(&self, offset: u64, len: usize) -> Result<Option<RecordBytes>> {
-        self.read_record(offset, len, Wait::Never)
+        self.read_record(offset, len, Via::CacheNoWait)
     }
 
-    fn read_record(&self, offset: u64, len: usize, wait: Wait) -> Result<Option<RecordBytes>> {
+    fn read_record(&self, offset: u64, len: usize, via: Via) -> Result<Option<RecordBytes>> {
         let limits = self.node.limits;
         let max = record::value_record_len(limits.max_key_bytes, limits.max_value_bytes);
         if len > max {
@@ -186,7 +179,7 @@ impl Partition {
             self.copy_from_buffers(&st, offset..end, &mut buf[start..start + len])
         };
         if !in_buffer {
-            let Some(got) = self.read_vlog(&mut buf, aligned, wait)? else {
+            let Some(got) = self.read_vlog(&mut buf, aligned, via)? else {
                 return Ok(None);
             };
             if got < start + len {
@@ -227,16 +220,14 @@ impl Partition {
         false
     }
 
-    fn read_vlog(&self, buf: &mut AlignedBuf, offset: u64, wait: Wait) -> Result<Option<usize>> {
+    fn read_vlog(&self, buf: &mut AlignedBuf, offset: u64, via: Via) -> Result<Option<usize>> {
         let target = buf.spare_aligned_mut();
         // A point read of flushed bytes: through the page cache, so that a
         // record read again (by another compute node, or after one
         // restarts) is not read from the disk again.
-        match wait {
-            Wait::ForDisk => self.vlog.read_cached_at(target, offset).map(Some),
-            Wait::Never => self.vlog.read_cached_nowait_at(target, offset),
-        }
-        .map_err(|e| self.read_error(offset, e))
+        self.vlog
+            .read_via(target, offset, via)
+            .map_err(|e| self.read_error(offset, e))
     }
 
     fn read_error(&self, offset: u64, e: std::io::Error) -> StorageError {

@@ -61,7 +61,7 @@ fn parse_segment_name(name: &str) -> Option<u64> {
 
 /// How a read reaches a segment's bytes.
 #[derive(Clone, Copy)]
-enum Via {
+pub(crate) enum Via {
     /// O_DIRECT, from the device.
     Direct,
     /// Through the page cache, waiting for the device where needed.
@@ -243,33 +243,25 @@ impl ValueLog {
     }
 
     /// Reads into `buf` from `offset` with O_DIRECT (aligned); see
-    /// [`ValueLog::read_cached_at`] for what it returns.
+    /// [`ValueLog::read_via`] for what it returns.
     pub(crate) fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         // Only a read that is not to wait comes back without a count.
-        Ok(self.read(buf, offset, Via::Direct)?.unwrap_or_default())
+        Ok(self.read_via(buf, offset, Via::Direct)?.unwrap_or_default())
     }
 
-    /// Reads into `buf` from `offset` through the page cache (only for
-    /// ranges whose writes have completed). Returns the bytes read: fewer
-    /// than `buf.len()` only past the end of the newest segment or at a
-    /// freed segment after the first byte. The unwritten rest of an older
-    /// segment reads as zeros. Fails with [`moved`] if `offset` is in a
-    /// freed segment.
-    pub(crate) fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        Ok(self.read(buf, offset, Via::Cache)?.unwrap_or_default())
-    }
-
-    /// Reads like [`ValueLog::read_cached_at`] only if every byte is in the
-    /// page cache: `Ok(None)` if some would have to be read from the disk.
-    pub(crate) fn read_cached_nowait_at(
+    /// Reads into `buf` from `offset` the way `via` says (through the page
+    /// cache only for ranges whose writes have completed). Returns the bytes
+    /// read: fewer than `buf.len()` only past the end of the newest segment
+    /// or at a freed segment after the first byte; `None` only for
+    /// [`Via::CacheNoWait`], when some byte is not in the page cache. The
+    /// unwritten rest of an older segment reads as zeros. Fails with
+    /// [`moved`] if `offset` is in a freed segment.
+    pub(crate) fn read_via(
         &self,
         buf: &mut [u8],
         offset: u64,
+        via: Via,
     ) -> io::Result<Option<usize>> {
-        self.read(buf, offset, Via::CacheNoWait)
-    }
-
-    fn read(&self, buf: &mut [u8], offset: u64, via: Via) -> io::Result<Option<usize>> {
         let newest = self.newest_id();
         let mut done = 0;
         while done < buf.len() {
