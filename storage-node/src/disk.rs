@@ -254,8 +254,10 @@ struct OsFile {
 }
 
 /// `path` opened read-only through the page cache, with readahead turned
-/// off: a read caches only the pages it asks for, never pages past them
-/// that may not be written yet. `None` if it cannot be opened.
+/// off, so that a point read does not read on past its record. (The kernel
+/// may still cache a little more, a large folio; a later O_DIRECT write
+/// drops the cached copy of every page it writes.) `None` if it cannot be
+/// opened.
 fn open_for_cached_reads(path: &Path) -> Option<File> {
     let file = File::open(path).ok()?;
     // SAFETY: plain syscall on an fd we own.
