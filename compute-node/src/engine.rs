@@ -44,6 +44,8 @@ pub(crate) struct Counters {
     pub(crate) relocations: AtomicU64,
     /// Coalesced put batches sent (see `coalesce`).
     pub(crate) put_batches: AtomicU64,
+    /// Coalesced `GetMany` requests sent (see `coalesce::reads`).
+    pub(crate) read_batches: AtomicU64,
     pub(crate) window_fetches: AtomicU64,
     pub(crate) window_fetch_bytes: AtomicU64,
     pub(crate) tail_pulls: AtomicU64,
@@ -97,6 +99,9 @@ pub struct EngineStats {
     /// Batches that carried the puts of [`Engine::put_each_async`] (the
     /// RESP server's plain SETs): with `puts`, how well they coalesced.
     pub put_batches: u64,
+    /// Requests that carried the records of `point_reads`, each with the
+    /// reads of one or more callers that shared a connection's round trip.
+    pub read_batches: u64,
     /// Windows fetched.
     pub window_fetches: u64,
     /// Bytes those fetches brought.
@@ -171,6 +176,9 @@ pub(crate) struct Inner {
     pub(crate) batches: BatchGate,
     /// The lanes that coalesce plain puts, one per partition.
     pub(crate) put_lanes: crate::coalesce::Lanes<crate::coalesce::QueuedRun>,
+    /// The lanes that coalesce the record reads of multi-key reads, one per
+    /// connection.
+    pub(crate) read_lanes: crate::coalesce::Lanes<crate::coalesce::reads::QueuedReads>,
     /// Per partition: key-log entries applied (the rebuild's and, for a
     /// reader, the followed ones).
     pub(crate) applied_entries: Vec<AtomicU64>,
@@ -444,6 +452,7 @@ impl Engine {
             point_reads: c.point_reads.load(Ordering::Relaxed),
             relocations: c.relocations.load(Ordering::Relaxed),
             put_batches: c.put_batches.load(Ordering::Relaxed),
+            read_batches: c.read_batches.load(Ordering::Relaxed),
             window_fetches: c.window_fetches.load(Ordering::Relaxed),
             window_fetch_bytes: c.window_fetch_bytes.load(Ordering::Relaxed),
             tail_pulls: c.tail_pulls.load(Ordering::Relaxed),
@@ -540,6 +549,7 @@ async fn connect_inner(
         expirer: parking_lot::Mutex::new(None),
         batches: BatchGate::default(),
         put_lanes,
+        read_lanes: crate::coalesce::reads::read_lanes_for(partitions),
         applied_entries: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         applied_at_ms: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         started: std::time::Instant::now(),

@@ -2,20 +2,21 @@
 //! plain GETs of a RESP client's turn): the keys are resolved together,
 //! answered from the value cache or a window where they can be, and the
 //! records of the rest are read with one request per connection of the
-//! storage node (`GetMany`), not one per key.
+//! storage node (`GetMany`), not one per key, shared with the reads of
+//! other callers that wait for the same connection (`coalesce::reads`).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use splitkv_common::client::{Call, ClientError};
+use splitkv_common::client::ClientError;
 use splitkv_common::message::{MAX_GET_MANY_BYTES, MAX_READS_PER_REQUEST, RecordAt, WireError};
 
 use crate::engine::{Engine, Inner};
 use crate::error::{EngineError, Result};
 use crate::expiry;
 use crate::index::Location;
-use crate::ops::{WhenDown, submit, value_of};
+use crate::ops::value_of;
 
 /// One key of a multi-key read: answered, or waiting for its record.
 enum KeyRead {
@@ -103,17 +104,15 @@ impl Engine {
                 KeyRead::Done(_) => None,
             })
             .collect();
-        let mut calls = Vec::with_capacity(requests.len());
-        for request in &requests {
-            calls.push(send(inner, request).await);
-        }
-        let mut answers = Vec::with_capacity(calls.len());
-        for call in calls {
-            answers.push(match call {
-                Ok(call) => call.wait().await.map_err(EngineError::from),
-                Err(e) => Err(e),
-            });
-        }
+        let asked: Vec<usize> = requests.iter().map(|request| request.reads.len()).collect();
+        let answers = Inner::read_records(
+            inner,
+            requests
+                .into_iter()
+                .map(|request| (request.connection, request.reads))
+                .collect(),
+        )
+        .await;
         let mut outcomes: Vec<Result<Option<Bytes>>> = reads
             .into_iter()
             .zip(keys)
@@ -133,7 +132,7 @@ impl Engine {
                             None => Err(EngineError::Storage(ClientError::Protocol(format!(
                                 "{} outcomes for {} reads",
                                 records.len(),
-                                requests[request].reads.len()
+                                asked[request]
                             )))),
                         },
                         Err(e) => Err(e.for_each_op()),
@@ -201,19 +200,4 @@ fn add_read(
     });
     batch.bytes += u64::from(location.len);
     (request, batch.reads.len() - 1)
-}
-
-/// Sends `request` (a `GetMany`, of one record or more).
-async fn send(
-    inner: &Inner,
-    request: &RecordRequest,
-) -> Result<Call<Vec<std::result::Result<Bytes, WireError>>>> {
-    inner
-        .counters
-        .point_reads
-        .fetch_add(request.reads.len() as u64, Ordering::Relaxed);
-    submit(inner, request.connection, WhenDown::Fail, || {
-        inner.client.get_many(request.connection, &request.reads)
-    })
-    .await
 }

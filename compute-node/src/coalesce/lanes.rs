@@ -1,7 +1,8 @@
 //! Coalesced puts: the plain SETs of the RESP clients that share a
 //! partition travel to the storage node together, one `write_many` frame
 //! and one acknowledgement for the lot, instead of a request and an answer
-//! each.
+//! each. (The record reads of a connection share its lanes' policy the same
+//! way, one `GetMany` a batch: `coalesce::reads`.)
 //!
 //! Each partition's connection is a *lane*, and each client writes through
 //! its own partition's lane. A lane with nothing in flight sends a run at

@@ -1,10 +1,13 @@
-//! The engine's coalesced puts ([`Engine::put_each_async`]): each caller's
-//! run of puts joins its partition's lane ([`lanes`], the policy); a run
-//! that finds the lane idle is sent by its caller, and what collects behind
-//! it by a task of the lane's, one `write_many` at a time, every put
-//! recorded in the index and the value cache before its caller hears of it.
+//! The engine's coalesced requests. Puts ([`Engine::put_each_async`]):
+//! each caller's run of puts joins its partition's lane ([`lanes`], the
+//! policy); a run that finds the lane idle is sent by its caller, and what
+//! collects behind it by a task of the lane's, one `write_many` at a time,
+//! every put recorded in the index and the value cache before its caller
+//! hears of it. Record reads ([`reads`]) share a connection's lane the same
+//! way, one `GetMany` at a time.
 
 pub mod lanes;
+pub(crate) mod reads;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -49,16 +52,17 @@ pub(crate) struct QueuedRun {
 
 /// A leader's hold on its lane, dropped once its batch is answered or when
 /// the leader goes away first (its future dropped): either way the runs
-/// that collected behind it are then sent on a task of their own, so no
-/// lane stays in flight for good.
+/// that collected behind it are then sent on a task of their own (by
+/// `hand_on`), so no lane stays in flight for good.
 struct Lead<'a> {
     inner: &'a Arc<Inner>,
     lane: usize,
+    hand_on: fn(&Arc<Inner>, usize),
 }
 
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
-        Inner::spawn_lane(self.inner, self.lane);
+        (self.hand_on)(self.inner, self.lane);
     }
 }
 
@@ -131,7 +135,11 @@ impl Inner {
             // The leader sends its own batch; what collects behind it goes
             // on a task of the lane's, so the leader answers its client
             // after one round trip.
-            let _lead = Lead { inner: this, lane };
+            let _lead = Lead {
+                inner: this,
+                lane,
+                hand_on: Inner::spawn_put_lane,
+            };
             this.send_put_batch(lane, batch).await;
         }
         let mut results = Vec::with_capacity(outcomes.len());
@@ -157,13 +165,14 @@ impl Inner {
     /// Sends `lane`'s next batch on a task of its own, if any collected;
     /// that task hands the lane on in turn when it is done (or if it
     /// fails), through the same [`Lead`] guard a leader holds.
-    fn spawn_lane(this: &Arc<Self>, lane: usize) {
+    fn spawn_put_lane(this: &Arc<Self>, lane: usize) {
         if let Some(next) = this.put_lanes.next_batch(lane) {
             let inner = Arc::clone(this);
             this.handle.spawn(async move {
                 let _lead = Lead {
                     inner: &inner,
                     lane,
+                    hand_on: Inner::spawn_put_lane,
                 };
                 inner.send_put_batch(lane, next).await;
             });

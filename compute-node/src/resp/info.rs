@@ -147,6 +147,7 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
              window_fetches:{}\r\n\
              window_fetch_bytes:{}\r\n\
              point_reads:{}\r\n\
+             read_batches:{}\r\n\
              relocations:{}\r\n\
              cache_hits:{}\r\n\
              cache_misses:{}\r\n\
@@ -173,6 +174,7 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
             stats.window_fetches,
             stats.window_fetch_bytes,
             stats.point_reads,
+            stats.read_batches,
             stats.relocations,
             stats.cache_hits,
             stats.cache_misses,

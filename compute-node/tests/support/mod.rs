@@ -12,7 +12,7 @@ use splitkv_common::certs;
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{Server, ServerConfig};
-use storage_node::{StorageConfig, StorageEngine};
+use storage_node::{Disk, StorageConfig, StorageEngine};
 use tokio::sync::oneshot;
 
 /// Key-log chunk size of a storage node started with small segments.
@@ -27,6 +27,9 @@ pub struct StorageNode {
     max_value_bytes: usize,
     /// Value-log segment size of its data directory.
     segment_bytes: u64,
+    /// The disk it opens its data directory through: the real one, or a
+    /// test's wrapper of it.
+    disk: Option<Arc<dyn Disk>>,
     runtime: tokio::runtime::Runtime,
     running: Option<Running>,
 }
@@ -66,6 +69,27 @@ impl StorageNode {
         max_value_bytes: usize,
         segment_bytes: u64,
     ) -> Self {
+        Self::start_with(partitions, max_value_bytes, segment_bytes, None)
+    }
+
+    /// Like [`StorageNode::start`], its data directory opened through
+    /// `disk`.
+    #[allow(dead_code, reason = "used by coalesced_reads.rs only")]
+    pub fn start_on_disk(partitions: usize, disk: Arc<dyn Disk>) -> Self {
+        Self::start_with(
+            partitions,
+            splitkv_common::limits::DEFAULT_MAX_VALUE_BYTES,
+            storage_node::config::DEFAULT_SEGMENT_BYTES,
+            Some(disk),
+        )
+    }
+
+    fn start_with(
+        partitions: usize,
+        max_value_bytes: usize,
+        segment_bytes: u64,
+        disk: Option<Arc<dyn Disk>>,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         certs::generate_cluster(
             &dir.path().join("certs"),
@@ -79,6 +103,7 @@ impl StorageNode {
             partitions,
             max_value_bytes,
             segment_bytes,
+            disk,
             runtime: node_runtime(),
             running: None,
         };
@@ -107,7 +132,13 @@ impl StorageNode {
             config.gc.copy_bytes_per_s = 0;
             config.keylog_chunk_bytes = SMALL_KEYLOG_CHUNK_BYTES;
         }
-        let engine = Arc::new(StorageEngine::open(config).expect("open storage engine"));
+        let engine = Arc::new(
+            match &self.disk {
+                Some(disk) => StorageEngine::open_with_disk(config, Arc::clone(disk)),
+                None => StorageEngine::open(config),
+            }
+            .expect("open storage engine"),
+        );
         let identity =
             NodeIdentity::load(&self.dir.path().join("certs").join("storage")).expect("identity");
         let config = ServerConfig {
