@@ -22,7 +22,7 @@ use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{Server, ServerConfig};
 use storage_node::{Disk, IoEngineKind, OsDisk, StorageConfig, StorageEngine};
-use support::faults::{FaultDisk, FaultPlan};
+use support::faults::{FaultDisk, FaultPlan, Files, Op};
 use tokio::sync::oneshot;
 
 /// A storage node served from a runtime of the test's own.
@@ -792,6 +792,83 @@ async fn a_reader_that_stops_taking_its_key_log_stream_is_cut_off_and_holds_no_w
         at += used;
     }
     assert!(last_seq >= 1);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_of_records_some_only_on_the_disk_answers_each_in_its_place() {
+    let cluster = cluster();
+    let plan = FaultPlan::new();
+    let start = || {
+        Node::start_on(
+            &cluster.data,
+            &cluster.certs,
+            any_port(),
+            FaultDisk::new(Arc::clone(&plan)),
+        )
+    };
+    let at = |partition: u32, ack: WriteAck, key_len: usize, value_len: usize| RecordAt {
+        partition,
+        offset: ack.offset,
+        len: record::value_record_len(key_len, value_len) as u32,
+    };
+    // Written before a clean restart: on the disk alone, where the fault
+    // disk has nothing in memory, so each is read on a blocking thread.
+    let (on_disk_a, on_disk_b) = {
+        let node = start().await;
+        let client = StorageClient::connect(client_config(&cluster, node.addr))
+            .await
+            .expect("connect");
+        let a = call(client.put(1, b"disk-a", b"first", 0))
+            .await
+            .expect("put");
+        let b = call(client.put(3, b"disk-b", b"second", 0))
+            .await
+            .expect("put");
+        client.close();
+        node.shutdown().await;
+        (at(1, a, 6, 5), at(3, b, 6, 6))
+    };
+    let unlocked = Arc::clone(&plan);
+    tokio::task::spawn_blocking(move || unlocked.wait_until_unlocked())
+        .await
+        .expect("the engine lets go of the data directory");
+    let node = start().await;
+    let client = StorageClient::connect(client_config(&cluster, node.addr))
+        .await
+        .expect("connect");
+    // Written now: still in its write buffer.
+    let in_buffer = call(client.put(2, b"buffered", b"third", 0))
+        .await
+        .expect("put");
+    let reads_before = plan.succeeded(Op::Read, Files::ValueLog);
+    let reads = [
+        on_disk_a,
+        // Far past the committed end: fails alone, without a read.
+        RecordAt {
+            partition: 1,
+            offset: 1 << 40,
+            len: 64,
+        },
+        at(2, in_buffer, 8, 5),
+        on_disk_b,
+    ];
+    let records = call(client.get_many(0, &reads)).await.expect("get_many");
+    assert_eq!(records.len(), 4);
+    let value = |i: usize| {
+        let bytes = records[i].as_ref().expect("read");
+        let decoded = record::decode_value_record(bytes).expect("verifies");
+        (decoded.key.to_vec(), decoded.value.to_vec())
+    };
+    assert_eq!(value(0), (b"disk-a".to_vec(), b"first".to_vec()));
+    assert!(records[1].is_err(), "a read past the end fails alone");
+    assert_eq!(value(2), (b"buffered".to_vec(), b"third".to_vec()));
+    assert_eq!(value(3), (b"disk-b".to_vec(), b"second".to_vec()));
+    assert_eq!(
+        plan.succeeded(Op::Read, Files::ValueLog) - reads_before,
+        2,
+        "the two records on the disk were read from it, the buffered one was not"
+    );
     node.shutdown().await;
 }
 

@@ -349,21 +349,20 @@ async fn handle(
                 return Ok(Answered::Now);
             }
             let engine = &context.engine;
-            if let Some(answer) = records_answer(id, &reads, |at| {
-                engine
-                    .read_in_memory(at.partition as usize, at.offset, at.len as usize)
-                    .transpose()
-            }) {
-                answer.append_to(out);
+            let in_memory: Vec<Option<RecordOutcome>> = reads
+                .iter()
+                .map(|at| {
+                    engine
+                        .read_in_memory(at.partition as usize, at.offset, at.len as usize)
+                        .transpose()
+                        .map(|read| read.map_err(StorageError::into_wire))
+                })
+                .collect();
+            if in_memory.iter().all(Option::is_some) {
+                records_answer(id, in_memory.into_iter().flatten().collect()).append_to(out);
                 return Ok(Answered::Now);
             }
-            spawn_read(context, id, done, move |engine| {
-                let read = |at: &RecordAt| {
-                    Some(engine.read(at.partition as usize, at.offset, at.len as usize))
-                };
-                records_answer(id, &reads, read)
-                    .unwrap_or_else(|| Answer::plain(id, Err(read_failed())))
-            });
+            spawn_record_reads(context, id, done, reads, in_memory);
             Ok(Answered::Later)
         }
         RequestBody::Clear => {
@@ -490,37 +489,84 @@ fn check_get_many(reads: &[RecordAt]) -> Result<(), String> {
     Ok(())
 }
 
-/// The answer to a [`RequestBody::GetMany`]: each record read in turn by
-/// `read`, the verified ones as parts of the blob, a failure for each that
-/// failed; `None` as soon as `read` gives up on one (its bytes are not in
-/// memory, for a read that is not to wait).
-fn records_answer(
+/// A record read for a [`RequestBody::GetMany`]: its verified bytes, or
+/// why it failed.
+type RecordOutcome = Result<crate::RecordBytes, WireError>;
+
+/// Answers a [`RequestBody::GetMany`] some of whose records would wait for
+/// the disk: those in memory (`in_memory`, by place in `reads`) are kept,
+/// and each of the others is read on a blocking thread of its own under a
+/// disk-read permit, so that a request carrying the reads of many callers
+/// waits for the disk about as long as its slowest record, not for the sum
+/// of them. The answer goes through `done` once every record is read.
+fn spawn_record_reads(
+    context: &Arc<ServerContext>,
     id: u64,
-    reads: &[RecordAt],
-    mut read: impl FnMut(&RecordAt) -> Option<crate::error::Result<crate::RecordBytes>>,
-) -> Option<Answer> {
-    let mut outcomes = Vec::with_capacity(reads.len());
-    let mut blob = Vec::with_capacity(reads.len());
-    for at in reads {
-        match read(at)? {
+    done: &mpsc::Sender<Answer>,
+    reads: Vec<RecordAt>,
+    mut in_memory: Vec<Option<RecordOutcome>>,
+) {
+    let context = Arc::clone(context);
+    let done = done.clone();
+    tokio::spawn(async move {
+        let mut from_disk = Vec::new();
+        for (place, at) in reads.iter().enumerate() {
+            if in_memory[place].is_none() {
+                let context = Arc::clone(&context);
+                let at = *at;
+                from_disk.push((
+                    place,
+                    tokio::spawn(async move {
+                        context
+                            .disk_read(move |engine| {
+                                engine.read(at.partition as usize, at.offset, at.len as usize)
+                            })
+                            .await
+                    }),
+                ));
+            }
+        }
+        for (place, read) in from_disk {
+            in_memory[place] = Some(match read.await {
+                Ok(Some(read)) => read.map_err(StorageError::into_wire),
+                // The read panicked.
+                Ok(None) | Err(_) => Err(read_failed()),
+            });
+        }
+        let outcomes = in_memory
+            .into_iter()
+            .map(|outcome| outcome.unwrap_or_else(|| Err(read_failed())))
+            .collect();
+        let _ = done.try_send(records_answer(id, outcomes));
+    });
+}
+
+/// The answer to a [`RequestBody::GetMany`] with `outcomes`, one per record
+/// in the order asked: the verified ones as parts of the blob, a failure
+/// for each that failed.
+fn records_answer(id: u64, outcomes: Vec<RecordOutcome>) -> Answer {
+    let mut reads = Vec::with_capacity(outcomes.len());
+    let mut blob = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        match outcome {
             Ok(record) => {
                 let (buf, range) = record.into_parts();
                 let bytes = Bytes::from_owner(buf).slice(range);
-                outcomes.push(RecordRead::Read {
+                reads.push(RecordRead::Read {
                     len: bytes.len() as u32,
                 });
                 blob.push(bytes);
             }
-            Err(e) => outcomes.push(RecordRead::Failed(e.into_wire())),
+            Err(wire) => reads.push(RecordRead::Failed(wire)),
         }
     }
     let response = Response {
         id,
-        body: Ok(ResponseBody::Records(outcomes)),
+        body: Ok(ResponseBody::Records(reads)),
     };
     let blob_len = blob.iter().map(Bytes::len).sum();
     let head = message::encode_head(&mut BytesMut::new(), &response, blob_len);
-    Some(Answer { head, blob })
+    Answer { head, blob }
 }
 
 /// The answer to a point read: the verified record as the blob, or the
