@@ -7,14 +7,18 @@ use splitkv_common::limits::Limits;
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 
-/// Default of [`EngineConfig::client_partitions`]: as many as the default
-/// runtime threads. Measured with 16 clients SETting 4 KiB values through
-/// a 16-partition storage node, CPU per SET of the compute and storage
-/// nodes together: over 2 partitions 67-80 us with one command at a time
-/// and 22-25 us with 16 pipelined; over every partition 112-115 and
-/// 26-34 us; over 1, 65-71 and 28-29 us, at a lower rate when pipelined
-/// (one batch in flight at a time).
-pub const DEFAULT_CLIENT_PARTITIONS: usize = 2;
+/// Default of [`EngineConfig::client_partitions`]. Measured with 16
+/// clients SETting 4 KiB values (`redis-benchmark -c 16 -r 100000`)
+/// through a 16-partition storage node, five runs of each setting
+/// alternating, on 2 cores: over 4 partitions 56 900 to 70 400 SET/s
+/// pipelined 16 deep (mean 65 400) and 16 600 to 20 700 one at a time
+/// (mean 19 100); over 2, 46 400 to 65 200 (mean 56 500) and 16 000 to
+/// 20 700 (mean 18 500); over every partition 63 400 pipelined and 14 600
+/// to 17 500 one at a time, each partition's batches being smaller. An
+/// earlier measure of CPU per SET of both nodes: over 2 partitions 67-80
+/// us one at a time and 22-25 us pipelined; over every partition 112-115
+/// and 26-34 us.
+pub const DEFAULT_CLIENT_PARTITIONS: usize = 4;
 
 /// The hot-value cache's default bound: 512 MiB, about 120,000 values of
 /// 4 KiB. Large enough to hold the hot part of a working set that a small
