@@ -1,7 +1,8 @@
 //! Record reads of many callers that go to one storage connection while a
 //! read of theirs is in flight share the connection's next request: the
 //! first read goes alone at once, those that waited for it go together in
-//! one `GetMany`, and each caller gets its own records.
+//! one `GetMany`, and each caller gets its own records. A caller that goes
+//! away before it has sent what it leads leaves no lane taken.
 //!
 //! The storage node runs on a disk whose value-log reads wait at a gate
 //! ([`GatedDisk`]), so that a test holds a read in flight for as long as it
@@ -261,4 +262,103 @@ fn reads_that_wait_for_their_connection_share_its_next_request() {
         2,
         "the first read alone, then the fifteen that waited for it in one request"
     );
+}
+
+#[test]
+fn a_caller_dropped_while_it_waits_to_send_leaves_no_lane_taken() {
+    let gate = Arc::new(Gate::default());
+    let disk = Arc::new(GatedDisk {
+        os: OsDisk::new(IoEngineKind::Uring),
+        gate: Arc::clone(&gate),
+    });
+    let mut storage = StorageNode::start_on_disk(4, disk);
+    let keys: Vec<Vec<u8>> = (0..3).map(|i| format!("key{i}").into_bytes()).collect();
+    let values: Vec<Vec<u8>> = keys.iter().map(|key| value_for(key, 1, 4000)).collect();
+    {
+        let writer = storage.connect();
+        let handle = writer.handle().clone();
+        // key0 and key1 in partition 0, key2 in partition 1.
+        for (partition, at) in [(0, 0), (0, 1), (1, 2)] {
+            let pair = (
+                Bytes::from(keys[at].clone()),
+                Bytes::from(values[at].clone()),
+            );
+            for outcome in handle.block_on(writer.put_each_async(partition, vec![pair])) {
+                outcome.expect("put");
+            }
+        }
+    }
+    storage.stop();
+    storage.resume();
+    // One request in flight fills a connection; records larger than half
+    // a window are never read through windows.
+    let mut config = storage.engine_config();
+    config.max_in_flight_requests = 1;
+    config.window_bytes = 4096;
+    let engine = Arc::new(Engine::connect(config).expect("connect"));
+    let handle = engine.handle().clone();
+    let before = engine.stats();
+
+    // A read of key0 on its own (not through a lane) holds partition 0's
+    // connection full at the gate.
+    gate.close();
+    let alone = {
+        let engine = Arc::clone(&engine);
+        let key = keys[0].clone();
+        handle.spawn(async move { engine.get_async(&key).await })
+    };
+    gate.wait_until_waiting(1);
+    // A caller of key1 and key2 takes both lanes, and waits for room on
+    // partition 0's connection before it sends partition 1's batch; it goes
+    // away there.
+    let dropped = handle.spawn(read_many_of(&engine, &[&keys[1], &keys[2]]));
+    wait_until("the caller to start sending", || {
+        engine.stats().read_batches > before.read_batches
+    });
+    dropped.abort();
+    assert!(
+        handle.block_on(dropped).is_err_and(|e| e.is_cancelled()),
+        "the caller was dropped while it waited"
+    );
+    gate.open();
+    assert_eq!(
+        handle.block_on(alone).expect("read").expect("read"),
+        Some(Bytes::from(values[0].clone()))
+    );
+    // Partition 1's lane was handed on: a later read of key2 is sent.
+    let later = handle.block_on(async {
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            read_of(&engine, &keys[2]),
+        )
+        .await
+    });
+    let mut later = later.expect("a read of a lane left by a dropped caller is sent");
+    assert_eq!(
+        later.remove(0).expect("read"),
+        Some(Bytes::from(values[2].clone()))
+    );
+}
+
+/// A read of `keys` by a caller of its own, in one multi-key read.
+fn read_many_of(engine: &Arc<Engine>, keys: &[&[u8]]) -> Read {
+    let engine = Arc::clone(engine);
+    let keys: Vec<Vec<u8>> = keys.iter().map(|key| key.to_vec()).collect();
+    Box::pin(async move {
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        engine.get_each_async(&keys).await
+    })
+}
+
+/// Waits until `done` holds, checking every few milliseconds, for at most
+/// 30 seconds.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }

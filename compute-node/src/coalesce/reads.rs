@@ -90,19 +90,22 @@ impl Inner {
                 this.read_lanes
                     .join(lane, QueuedReads { reads, done }, weight)
             {
-                leads.push((lane, batch));
+                // Held from the moment the lane is taken: if this future is
+                // dropped at any later await, the guard hands the lane on.
+                let lead = Lead {
+                    inner: this,
+                    lane,
+                    hand_on: Inner::spawn_read_lane,
+                };
+                leads.push((lead, batch));
             }
         }
         // Every lead batch is sent before any is waited for, so that they
         // share the round trip.
         let mut sent = Vec::with_capacity(leads.len());
-        for (lane, batch) in leads {
-            let lead = Lead {
-                inner: this,
-                lane,
-                hand_on: Inner::spawn_read_lane,
-            };
-            sent.push((lead, this.send_read_batch(lane, batch).await));
+        for (lead, batch) in leads {
+            let batch = this.send_read_batch(lead.lane, batch).await;
+            sent.push((lead, batch));
         }
         for (lead, batch) in sent {
             Self::answer_read_batch(batch).await;
