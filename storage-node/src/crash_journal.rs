@@ -28,7 +28,8 @@
 //! kind is *torn*. An acknowledged batch is wholly there, since each of its
 //! keys is checked against it. A round passes ([`Outcome::passed`]) when at
 //! least one batch was acknowledged and nothing was lost, wrong, resurrected
-//! or torn.
+//! or torn; it broke no rule ([`Outcome::broke_no_rule`]) when nothing was
+//! lost, wrong, resurrected or torn, acknowledged or not.
 //!
 //! The writers' keys, the batches they run ([`BatchSource`]) and the values
 //! of their puts ([`value_of`]) are deterministic, so the reader needs
@@ -646,8 +647,14 @@ pub struct Outcome {
 impl Outcome {
     /// True if the round acknowledged a batch and broke no rule.
     pub fn passed(&self) -> bool {
-        self.acknowledged_batches > 0
-            && self.lost == 0
+        self.acknowledged_batches > 0 && self.broke_no_rule()
+    }
+
+    /// True if nothing acknowledged was lost or undone, no key read wrong,
+    /// no batch was torn and no acknowledgement came for a batch that never
+    /// began, whether or not any batch was acknowledged.
+    pub fn broke_no_rule(&self) -> bool {
+        self.lost == 0
             && self.resurrected == 0
             && self.wrong == 0
             && self.torn_batches == 0
@@ -810,11 +817,12 @@ mod tests {
     }
 
     #[test]
-    fn a_round_without_an_acknowledgement_fails() {
+    fn a_round_without_an_acknowledgement_fails_though_it_broke_no_rule() {
         let mut journal = Journal::default();
         journal.record(Event::Began(batch(0, &[("a", put(1, 10))])));
         let outcome = verify(&mut journal, &store(&[]));
         assert_eq!(outcome.verified, 4);
+        assert!(outcome.broke_no_rule(), "{outcome:?}");
         assert!(!outcome.passed());
     }
 

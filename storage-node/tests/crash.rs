@@ -253,7 +253,16 @@ fn run_round(
     let engine = StorageEngine::open(config).expect("reopen after kill -9");
     let index = build_index(&engine);
     let outcome = journal.verify(KEYS.keys(), |key| Ok(get(&engine, &index, key.as_bytes())));
-    assert!(outcome.passed(), "round {round} ({mode}): {:#?}", outcome);
+    // With the value-log writes hanging, every writer can be stuck in its
+    // first batch, waiting for a buffer, before anything is acknowledged:
+    // such a round still checks that those batches are whole or absent and
+    // that the rounds before lost nothing.
+    let passed = if matches!(disturbance, Disturbance::PausedFlush(_)) {
+        outcome.broke_no_rule()
+    } else {
+        outcome.passed()
+    };
+    assert!(passed, "round {round} ({mode}): {:#?}", outcome);
     assert_eq!(
         outcome.verified,
         KEYS.writers as u64 * KEYS.keys_per_writer,
