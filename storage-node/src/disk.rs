@@ -255,9 +255,10 @@ struct OsFile {
 
 /// `path` opened read-only through the page cache, with readahead turned
 /// off, so that a point read does not read on past its record. (The kernel
-/// may still cache a little more, a large folio; a later O_DIRECT write
-/// drops the cached copy of every page it writes.) `None` if it cannot be
-/// opened.
+/// may still cache a little more, a large folio. A later O_DIRECT write
+/// leaves no stale copy: the kernel drops the cached pages it writes, or,
+/// where it cannot, ext4 and the other iomap file systems write through
+/// the page cache instead.) `None` if it cannot be opened.
 fn open_for_cached_reads(path: &Path) -> Option<File> {
     let file = File::open(path).ok()?;
     // SAFETY: plain syscall on an fd we own.
