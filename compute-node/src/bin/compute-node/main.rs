@@ -10,6 +10,13 @@ use compute_node::resp::{self, RespConfig};
 use compute_node::{Engine, EngineConfig};
 use splitkv_common::tls::NodeIdentity;
 
+/// The allocator: mimalloc. Against glibc malloc, with redis-benchmark
+/// `-d 4096 -c 16 -r 5000`, it cut the compute node's CPU per cached GET
+/// by about a fifth at `-P 16` and per SET by about 7 % at `-P 1` (README,
+/// "Allocator"). The storage node keeps glibc: there it measured no gain.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The SplitKV compute node.
 #[derive(Parser)]
 #[command(version, about)]
