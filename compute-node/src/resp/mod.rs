@@ -149,14 +149,23 @@ async fn serve_client(
     let mut input = BytesMut::with_capacity(READ_BYTES);
     let mut out = Replies::new(16 << 10);
     let mut batch = Vec::with_capacity(64);
+    // Bytes read in the last turn: a client that pipelines more than one
+    // read's worth gets room for as much up front, so the turn is one read
+    // and the buffer is not grown (and copied) while full of unparsed bytes.
+    let mut turn_bytes = 0;
     loop {
-        let wanted = parser.wanted().max(READ_BYTES);
+        let wanted = parser
+            .wanted()
+            .max(READ_BYTES)
+            .max(turn_bytes.min(TURN_BYTES));
         if input.capacity() - input.len() < wanted {
             input.reserve(wanted);
         }
+        turn_bytes = 0;
         tokio::select! {
-            read = reader.read_buf(&mut input) => if read? == 0 {
-                return Ok(());
+            read = reader.read_buf(&mut input) => match read? {
+                0 => return Ok(()),
+                read => turn_bytes += read,
             },
             () = registered.entry.killed.notified() => return Ok(()),
         }
@@ -165,7 +174,7 @@ async fn serve_client(
             match reader.try_read_buf(&mut input) {
                 // The end of the stream shows on the next read.
                 Ok(0) => break,
-                Ok(_) => {}
+                Ok(read) => turn_bytes += read,
                 // Nothing more has arrived; or an error, which the next
                 // read meets too, once the commands already read are
                 // carried out.
@@ -173,9 +182,6 @@ async fn serve_client(
             }
         }
         loop {
-            for cmd in batch.drain(..) {
-                parser.recycle(cmd);
-            }
             let mut broken = None;
             while batch.len() < MAX_BATCH {
                 match parser.next(&mut input) {
@@ -189,6 +195,12 @@ async fn serve_client(
             }
             let more = batch.len() == MAX_BATCH;
             let flow = client.run(&batch, &mut out, &mut writer).await?;
+            // Done with the arguments: the read buffer they were split from
+            // is then (unless a value is still held elsewhere) ours alone
+            // again, and the next reserve reuses it instead of a new one.
+            for cmd in batch.drain(..) {
+                parser.recycle(cmd);
+            }
             parser.set_limits(if client.authenticated {
                 limits
             } else {
