@@ -6,7 +6,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
-use quinn::{EndpointConfig, MtuDiscoveryConfig, TransportConfig, VarInt};
+use quinn::{AckFrequencyConfig, EndpointConfig, MtuDiscoveryConfig, TransportConfig, VarInt};
 use quinn_proto::HashedConnectionIdGenerator;
 
 use crate::tls::NodeIdentity;
@@ -59,6 +59,16 @@ pub struct TransportSettings {
     /// range outrun the default ~200 KiB buffers; the kernel caps the
     /// request at `net.core.{r,w}mem_max`.
     pub socket_buffer_bytes: usize,
+    /// Ack-eliciting packets the peer may receive from this end before it
+    /// must acknowledge them at once (QUIC's ACK-frequency extension, which
+    /// quinn speaks on both ends; a peer without it acknowledges as usual).
+    /// Short of that the peer waits for a packet of its own to carry the
+    /// acknowledgement, or for its maximum ACK delay (25 ms by default);
+    /// a packet that arrives out of order is still acknowledged at once.
+    /// quinn's default of 1 makes a storage node answering puts one at a
+    /// time send an ACK-only datagram, just ahead of the answer, for every
+    /// other request.
+    pub ack_eliciting_threshold: u32,
 }
 
 impl Default for TransportSettings {
@@ -71,6 +81,7 @@ impl Default for TransportSettings {
             connection_window_bytes: 64 << 20,
             max_concurrent_streams: 64,
             socket_buffer_bytes: 4 << 20,
+            ack_eliciting_threshold: 4,
         }
     }
 }
@@ -103,6 +114,9 @@ impl TransportSettings {
         mtu.upper_bound(self.max_udp_payload_bytes.min(MAX_UDP_PAYLOAD_BYTES))
             .black_hole_cooldown(Duration::from_secs(2));
         config.mtu_discovery_config(Some(mtu));
+        let mut ack = AckFrequencyConfig::default();
+        ack.ack_eliciting_threshold(VarInt::from_u32(self.ack_eliciting_threshold));
+        config.ack_frequency_config(Some(ack));
         config
     }
 

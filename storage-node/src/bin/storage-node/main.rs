@@ -74,6 +74,11 @@ pub struct ServeArgs {
     /// path carries).
     #[arg(long, default_value_t = TransportSettings::default().max_udp_payload_bytes)]
     max_udp_payload: u16,
+    /// Worker threads of the async runtime that serves the connections
+    /// (default: one per CPU). Flushes and point reads run on their own
+    /// threads whatever this is.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
 }
 
 /// Options of the storage engine.
@@ -225,7 +230,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         args.engine.config(args.data_dir.clone()),
         &identity,
         &config,
-        None,
+        args.threads.map(usize::from),
         |_, _| {},
         shutdown_signal(),
     )?;
