@@ -12,9 +12,9 @@
 //! point reads, range reads, key-log exports) run on tokio's blocking
 //! threads, at most [`MAX_CONCURRENT_DISK_READS`] at a time across the
 //! node; the others wait for a permit without holding a thread. Of a
-//! read of several records, those in memory are taken at once and each of
-//! the others is read on a blocking thread of its own, so that the records
-//! of one request are read from the disk side by side.
+//! read of several records, those in memory are taken at once and the
+//! others are read one after another on one blocking thread, so that a
+//! request costs one thread wake however many of its records are cold.
 
 mod bulk;
 mod control;
