@@ -498,46 +498,39 @@ type RecordOutcome = Result<crate::RecordBytes, WireError>;
 /// and the others are read one after another on one blocking thread under
 /// one disk-read permit. One thread per record would let the records of a
 /// request wait for the disk side by side, but the wakes of that many
-/// threads cost more CPU than the overlap saves on a node whose reads come
-/// mostly from the page cache; other requests' reads still run beside
-/// these. The answer goes through `done` once every record is read.
+/// threads cost more CPU than the overlap saved, measured both with the
+/// records in the page cache and with them on the disk only; other
+/// requests' reads still run beside these. The answer goes through `done`
+/// once every record is read; if the read panics, every record of the
+/// request is answered failed.
 fn spawn_record_reads(
     context: &Arc<ServerContext>,
     id: u64,
     done: &mpsc::Sender<Answer>,
     reads: Vec<RecordAt>,
-    mut in_memory: Vec<Option<RecordOutcome>>,
+    in_memory: Vec<Option<RecordOutcome>>,
 ) {
     let context = Arc::clone(context);
     let done = done.clone();
     tokio::spawn(async move {
-        let cold: Vec<(usize, RecordAt)> = reads
-            .iter()
-            .enumerate()
-            .filter(|(place, _)| in_memory[*place].is_none())
-            .map(|(place, at)| (place, *at))
-            .collect();
-        let read = context
+        let records = reads.len();
+        let outcomes = context
             .disk_read(move |engine| {
-                cold.into_iter()
-                    .map(|(place, at)| {
-                        (
-                            place,
-                            engine.read(at.partition as usize, at.offset, at.len as usize),
-                        )
+                reads
+                    .iter()
+                    .zip(in_memory)
+                    .map(|(at, kept)| {
+                        kept.unwrap_or_else(|| {
+                            engine
+                                .read(at.partition as usize, at.offset, at.len as usize)
+                                .map_err(StorageError::into_wire)
+                        })
                     })
-                    .collect::<Vec<_>>()
+                    .collect()
             })
-            .await;
-        if let Some(read) = read {
-            for (place, outcome) in read {
-                in_memory[place] = Some(outcome.map_err(StorageError::into_wire));
-            }
-        }
-        let outcomes = in_memory
-            .into_iter()
-            .map(|outcome| outcome.unwrap_or_else(|| Err(read_failed())))
-            .collect();
+            .await
+            // The read panicked: every record of the request is answered failed.
+            .unwrap_or_else(|| (0..records).map(|_| Err(read_failed())).collect());
         let _ = done.try_send(records_answer(id, outcomes));
     });
 }
