@@ -93,20 +93,38 @@ impl AlignedBuf {
     }
 }
 
-/// A few large aligned buffers kept for reuse, so that range reads do not
-/// fault in fresh pages for every request.
+/// Aligned buffers kept for reuse, so that reads do not allocate (and zero,
+/// and fault in) fresh memory for every request.
+///
+/// A pool made with [`BufferPool::new`] keeps buffers of any size and hands
+/// out the first one large enough. One made with [`BufferPool::sized`]
+/// gives every buffer it allocates for a request of up to its class the
+/// same capacity, so that any kept buffer serves any such request at once;
+/// larger requests get a buffer of their own, which is not kept.
 #[derive(Debug)]
 pub struct BufferPool {
     free: std::sync::Mutex<Vec<AlignedBuf>>,
     keep: usize,
+    class_bytes: Option<usize>,
 }
 
 impl BufferPool {
-    /// A pool that keeps at most `keep` buffers.
+    /// A pool that keeps at most `keep` buffers of any size.
     pub fn new(keep: usize) -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {
             free: std::sync::Mutex::new(Vec::new()),
             keep,
+            class_bytes: None,
+        })
+    }
+
+    /// A pool that keeps at most `keep` buffers of `class_bytes` (rounded
+    /// up to [`DIRECT_ALIGN`]) each: at most `keep * class_bytes` bytes.
+    pub fn sized(keep: usize, class_bytes: usize) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            free: std::sync::Mutex::new(Vec::new()),
+            keep,
+            class_bytes: Some(class_bytes.next_multiple_of(DIRECT_ALIGN)),
         })
     }
 
@@ -120,16 +138,22 @@ impl BufferPool {
                 pool: std::sync::Arc::clone(self),
             };
         }
-        let reused = {
-            let mut free = self
-                .free
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            free.iter()
-                .position(|b| b.capacity() >= len)
-                .map(|i| free.swap_remove(i))
+        let mut buf = match self.class_bytes {
+            Some(class) if len <= class => self
+                .lock_free()
+                .pop()
+                .unwrap_or_else(|| AlignedBuf::zeroed(class)),
+            Some(_) => AlignedBuf::zeroed(len),
+            None => {
+                let reused = {
+                    let mut free = self.lock_free();
+                    free.iter()
+                        .position(|b| b.capacity() >= len)
+                        .map(|i| free.swap_remove(i))
+                };
+                reused.unwrap_or_else(|| AlignedBuf::zeroed(len))
+            }
         };
-        let mut buf = reused.unwrap_or_else(|| AlignedBuf::zeroed(len));
         buf.set_len_within_capacity(len);
         PooledBuf {
             buf: Some(buf),
@@ -137,14 +161,17 @@ impl BufferPool {
         }
     }
 
+    fn lock_free(&self) -> std::sync::MutexGuard<'_, Vec<AlignedBuf>> {
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn give_back(&self, buf: AlignedBuf) {
-        if buf.capacity() == 0 {
+        if buf.capacity() == 0 || self.class_bytes.is_some_and(|c| buf.capacity() != c) {
             return;
         }
-        let mut free = self
-            .free
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut free = self.lock_free();
         if free.len() < self.keep {
             free.push(buf);
         }
@@ -259,6 +286,34 @@ mod tests {
         );
         drop(none);
         assert_eq!(pool.take(10_000).as_ptr() as usize, addr);
+    }
+
+    #[test]
+    fn sized_pool_reuses_one_class_and_drops_larger_buffers() {
+        let pool = BufferPool::sized(1, 16 * 1024);
+        let small = pool.take(4096);
+        assert_eq!((small.len(), small.capacity()), (4096, 16 * 1024));
+        let addr = small.as_ptr() as usize;
+        drop(small);
+        let again = pool.take(12 * 1024);
+        assert_eq!(
+            again.as_ptr() as usize,
+            addr,
+            "any kept buffer serves the class"
+        );
+        assert_eq!(again.len(), 12 * 1024);
+        let second = pool.take(8192);
+        assert_ne!(second.as_ptr() as usize, addr);
+        drop(again);
+        drop(second);
+        assert_eq!(pool.lock_free().len(), 1, "at most `keep` buffers kept");
+        let large = pool.take(64 * 1024);
+        assert_eq!(large.capacity(), 64 * 1024);
+        drop(large);
+        assert!(
+            pool.lock_free().iter().all(|b| b.capacity() == 16 * 1024),
+            "a buffer above the class is not kept"
+        );
     }
 
     #[test]

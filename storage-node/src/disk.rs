@@ -103,7 +103,9 @@ pub trait DiskFile: Send + Sync {
     /// is in the page cache already, without waiting for the device:
     /// `Ok(None)` when some would have to come from it (the caller then
     /// reads with `read_cached_at` where it may wait). For the same ranges
-    /// as `read_cached_at`. The default never reads (always `Ok(None)`).
+    /// as `read_cached_at`. On the real disk a miss also starts moving the
+    /// missing bytes into the page cache, so the `read_cached_at` that
+    /// follows waits less. The default never reads (always `Ok(None)`).
     fn read_cached_nowait_at(&self, buf: &mut [u8], offset: u64) -> io::Result<Option<usize>> {
         let _ = (buf, offset);
         Ok(None)
@@ -282,7 +284,10 @@ fn read_fully_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> 
 
 /// Reads into `buf` from `offset` until it is full or the file ends, but
 /// only from the page cache (`preadv2` with `RWF_NOWAIT`): `None` as soon as
-/// a byte would have to be read from the device.
+/// a byte would have to be read from the device. Such a miss still starts
+/// reading the missing pages into the page cache (the kernel's readahead for
+/// the range, even with `POSIX_FADV_RANDOM`), without waiting for them; a
+/// later read of the range waits only for what is left of that transfer.
 fn read_fully_nowait_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<Option<usize>> {
     let mut done = 0;
     while done < buf.len() {

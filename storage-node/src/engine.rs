@@ -27,6 +27,16 @@ use crate::uring::IoEngineKind;
 /// Range-read buffers kept for reuse (up to 16 MiB each).
 const RANGE_BUFFERS_KEPT: usize = 4;
 
+/// Record-read buffers kept for reuse, of [`RECORD_BUFFER_BYTES`] each (8
+/// MiB in all). A buffer stays out of the pool while its record is on its
+/// way to the compute node (until the transport has it acknowledged), so
+/// this covers a few hundred point reads in flight; more allocate.
+const RECORD_BUFFERS_KEPT: usize = 512;
+
+/// Size of a pooled record-read buffer: the aligned span of a record with
+/// a value of up to about 12 KiB. Larger records get a buffer of their own.
+const RECORD_BUFFER_BYTES: usize = 16 * 1024;
+
 /// A snapshot of the storage engine's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StorageStats {
@@ -152,6 +162,8 @@ impl StorageEngine {
             limits: config.limits,
             keylog_chunk_bytes: manifest.keylog_chunk_bytes,
             range_buffers_kept: RANGE_BUFFERS_KEPT,
+            record_buffers_kept: RECORD_BUFFERS_KEPT,
+            record_buffer_bytes: RECORD_BUFFER_BYTES,
             directory,
             space: SpaceReserve::new(Arc::clone(&disk), dir.clone(), config.disk_reserve_bytes),
             // Without the GC thread no pass would end a wait.

@@ -33,6 +33,9 @@ pub(crate) struct NodeState {
     pub(crate) keylog_chunk_bytes: usize,
     /// Buffers for range reads, reused across requests and partitions.
     pub(crate) range_buffers: Arc<BufferPool>,
+    /// Buffers for point reads of records, reused across requests and
+    /// partitions.
+    pub(crate) record_buffers: Arc<BufferPool>,
     /// Where every key's newest version is, and each segment's live and
     /// dead bytes: every partition applies its committed entries here.
     pub(crate) directory: KeyDirectory,
@@ -55,6 +58,9 @@ pub(crate) struct NodeSettings {
     pub(crate) keylog_chunk_bytes: usize,
     /// Range-read buffers kept for reuse.
     pub(crate) range_buffers_kept: usize,
+    /// Record-read buffers kept for reuse, and the size of each.
+    pub(crate) record_buffers_kept: usize,
+    pub(crate) record_buffer_bytes: usize,
     /// The directory rebuilt from the key logs on open.
     pub(crate) directory: KeyDirectory,
     /// The disk reserve.
@@ -75,6 +81,10 @@ impl NodeState {
             limits: settings.limits,
             keylog_chunk_bytes: settings.keylog_chunk_bytes,
             range_buffers: BufferPool::new(settings.range_buffers_kept),
+            record_buffers: BufferPool::sized(
+                settings.record_buffers_kept,
+                settings.record_buffer_bytes,
+            ),
             directory: settings.directory,
             space: settings.space,
             dead_bound: settings.dead_bound,

@@ -102,6 +102,8 @@ mod tests {
             limits: Limits::default(),
             keylog_chunk_bytes: 1 << 20,
             range_buffers_kept: 0,
+            record_buffers_kept: 0,
+            record_buffer_bytes: 0,
             directory: crate::directory::KeyDirectory::new(1, 1 << 20),
             space: crate::space::SpaceReserve::new(
                 Arc::new(crate::disk::OsDisk::new(crate::uring::IoEngineKind::Psync)),

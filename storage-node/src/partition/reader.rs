@@ -16,7 +16,7 @@ use splitkv_common::message::WireError;
 
 use super::value_log::{self, Via};
 use super::{Partition, PartitionState};
-use crate::aligned::{AlignedBuf, PooledBuf, align_down, align_up};
+use crate::aligned::{PooledBuf, align_down, align_up};
 use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StorageError};
 use crate::keylog::BadPosition;
@@ -26,10 +26,10 @@ use crate::keylog::BadPosition;
 pub use splitkv_common::limits::MAX_RANGE_BYTES;
 
 /// A verified value-log record, in an aligned buffer straight from the disk
-/// or a write buffer.
+/// or a write buffer. The buffer returns to the node's pool when dropped.
 #[derive(Debug)]
 pub struct RecordBytes {
-    buf: AlignedBuf,
+    buf: PooledBuf,
     start: usize,
     len: usize,
 }
@@ -46,7 +46,8 @@ impl RecordBytes {
     }
 
     /// The buffer and the record's range in it, for sending without a copy.
-    pub fn into_parts(self) -> (AlignedBuf, Range<usize>) {
+    /// The buffer returns to its pool when dropped.
+    pub fn into_parts(self) -> (PooledBuf, Range<usize>) {
         let range = self.start..self.start + self.len;
         (self.buf, range)
     }
@@ -170,10 +171,15 @@ impl Partition {
         let Some(end) = offset.checked_add(len as u64).filter(|&e| e < u64::MAX / 2) else {
             return Err(corrupt(RecordError::Malformed("location out of range")));
         };
-        // Allocated before the lock: under it only a memcpy happens.
+        // Taken before the lock: under it only a memcpy happens. The
+        // pooled buffer may hold stale bytes; only the record's range,
+        // overwritten below, is exposed.
         let aligned = align_down(offset);
         let start = (offset - aligned) as usize;
-        let mut buf = AlignedBuf::zeroed((align_up(end) - aligned) as usize);
+        let mut buf = self
+            .node
+            .record_buffers
+            .take((align_up(end) - aligned) as usize);
         let in_buffer = {
             let st = self.state.lock();
             self.copy_from_buffers(&st, offset..end, &mut buf[start..start + len])
@@ -220,8 +226,10 @@ impl Partition {
         false
     }
 
-    fn read_vlog(&self, buf: &mut AlignedBuf, offset: u64, via: Via) -> Result<Option<usize>> {
-        let target = buf.spare_aligned_mut();
+    fn read_vlog(&self, buf: &mut PooledBuf, offset: u64, via: Via) -> Result<Option<usize>> {
+        // The buffer's length is the record's aligned span; a pooled
+        // buffer's capacity may be larger, and is not read into.
+        let target: &mut [u8] = buf;
         // A point read of flushed bytes: through the page cache, so that a
         // record read again (by another compute node, or after one
         // restarts) is not read from the disk again.

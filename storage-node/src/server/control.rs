@@ -496,9 +496,10 @@ type RecordOutcome = Result<crate::RecordBytes, WireError>;
 /// Answers a [`RequestBody::GetMany`] some of whose records would wait for
 /// the disk: those in memory (`in_memory`, by place in `reads`) are kept,
 /// and the others are read one after another on one blocking thread under
-/// one disk-read permit. One thread per record would let the records of a
-/// request wait for the disk side by side, but the wakes of that many
-/// threads cost more CPU than the overlap saved, measured both with the
+/// one disk-read permit. The records still wait for the disk side by side:
+/// the in-memory try that found each one missing has already started its
+/// transfer into the page cache (see `read_cached_nowait_at`). One thread
+/// per record cost more CPU in wakes than it saved, measured both with the
 /// records in the page cache and with them on the disk only; other
 /// requests' reads still run beside these. The answer goes through `done`
 /// once every record is read; if the read panics, every record of the
