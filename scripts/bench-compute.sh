@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Measures the compute node in one run on loopback, next to its references:
 #   - the raw QUIC bulk figure (storage-node bench-transport),
+#   - the disk's sequential reads of 10 MiB with O_DIRECT (fio), which
+#     bound a window fetch of data that is on the disk only,
 #   - sequential and hot reads through the windows (eval, 16 threads, 4 KiB),
 #   - index rebuild of 1 Mi keys (eval's restart phase, 16-byte values),
 #   - redis-benchmark SET/GET, 4 KiB, 16 clients, -P 1 and -P 16, -r 5000
@@ -13,7 +15,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 work_dir "${1:-}"
-need redis-server redis-server redis-benchmark redis-tools redis-cli redis-tools
+need redis-server redis-server redis-benchmark redis-tools redis-cli redis-tools fio fio
 need_free_mib "$work" 2048
 
 cargo build --release -q -p storage-node -p compute-node -p eval
@@ -31,6 +33,15 @@ trap cleanup EXIT
 
 echo "== transport (raw QUIC bulk, one stream)"
 $bin/storage-node bench-transport --dir "$work" --seconds 2 --rounds 3 2>/dev/null | grep -E '^[12]\.'
+
+echo "== disk (fio: O_DIRECT sequential reads of 10 MiB, one at a time, as a window fetch reads)"
+if fio --name=seqread --filename="$work/fio.dat" --size=1G --bs=10M --rw=read --direct=1 \
+  --ioengine=psync --time_based --runtime=4 --output-format=json >"$work/fio.json" 2>"$work/fio.log"; then
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["jobs"][0]["read"]; print("disk sequential read: %d MiB/s" % round(r["bw"] / 1024))' "$work/fio.json"
+else
+  echo "disk sequential read: not measured (fio failed, see $work/fio.log)"
+fi
+rm -f "$work/fio.dat"
 
 echo "== eval: 16 threads x 16384 keys of 4 KiB"
 $bin/eval --json "$work/eval.json" 2>/dev/null | grep -E '^(write|sequential|restart|hot|total|index)'
