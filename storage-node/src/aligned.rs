@@ -96,24 +96,35 @@ impl AlignedBuf {
 /// Aligned buffers kept for reuse, so that reads do not allocate (and zero,
 /// and fault in) fresh memory for every request.
 ///
-/// Every buffer the pool allocates for a request of up to its class has the
-/// class's capacity, so any kept buffer serves any such request at once;
-/// a larger request gets a buffer of its own, which is not kept.
+/// A pool made with [`BufferPool::new`] keeps buffers of any size and hands
+/// out the first one large enough. One made with [`BufferPool::sized`]
+/// gives every buffer it allocates for a request of up to its class the
+/// same capacity, so that any kept buffer serves any such request at once;
+/// larger requests get a buffer of their own, which is not kept.
 #[derive(Debug)]
 pub struct BufferPool {
     free: std::sync::Mutex<Vec<AlignedBuf>>,
     keep: usize,
-    class_bytes: usize,
+    class_bytes: Option<usize>,
 }
 
 impl BufferPool {
-    /// A pool that keeps at most `keep` buffers of `class_bytes` (rounded
-    /// up to [`DIRECT_ALIGN`]) each: at most `keep * class_bytes` bytes.
-    pub fn new(keep: usize, class_bytes: usize) -> std::sync::Arc<Self> {
+    /// A pool that keeps at most `keep` buffers of any size.
+    pub fn new(keep: usize) -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {
             free: std::sync::Mutex::new(Vec::new()),
             keep,
-            class_bytes: class_bytes.next_multiple_of(DIRECT_ALIGN),
+            class_bytes: None,
+        })
+    }
+
+    /// A pool that keeps at most `keep` buffers of `class_bytes` (rounded
+    /// up to [`DIRECT_ALIGN`]) each: at most `keep * class_bytes` bytes.
+    pub fn sized(keep: usize, class_bytes: usize) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            free: std::sync::Mutex::new(Vec::new()),
+            keep,
+            class_bytes: Some(class_bytes.next_multiple_of(DIRECT_ALIGN)),
         })
     }
 
@@ -127,11 +138,21 @@ impl BufferPool {
                 pool: std::sync::Arc::clone(self),
             };
         }
-        let mut buf = if len <= self.class_bytes {
-            let reused = self.free_list().pop();
-            reused.unwrap_or_else(|| AlignedBuf::zeroed(self.class_bytes))
-        } else {
-            AlignedBuf::zeroed(len)
+        let mut buf = match self.class_bytes {
+            Some(class) if len <= class => self
+                .lock_free()
+                .pop()
+                .unwrap_or_else(|| AlignedBuf::zeroed(class)),
+            Some(_) => AlignedBuf::zeroed(len),
+            None => {
+                let reused = {
+                    let mut free = self.lock_free();
+                    free.iter()
+                        .position(|b| b.capacity() >= len)
+                        .map(|i| free.swap_remove(i))
+                };
+                reused.unwrap_or_else(|| AlignedBuf::zeroed(len))
+            }
         };
         buf.set_len_within_capacity(len);
         PooledBuf {
@@ -140,17 +161,17 @@ impl BufferPool {
         }
     }
 
-    fn free_list(&self) -> std::sync::MutexGuard<'_, Vec<AlignedBuf>> {
+    fn lock_free(&self) -> std::sync::MutexGuard<'_, Vec<AlignedBuf>> {
         self.free
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn give_back(&self, buf: AlignedBuf) {
-        if buf.capacity() != self.class_bytes {
+        if buf.capacity() == 0 || self.class_bytes.is_some_and(|c| buf.capacity() != c) {
             return;
         }
-        let mut free = self.free_list();
+        let mut free = self.lock_free();
         if free.len() < self.keep {
             free.push(buf);
         }
@@ -253,7 +274,7 @@ mod tests {
         let mut empty = AlignedBuf::zeroed(0);
         assert_eq!((empty.len(), empty.capacity()), (0, 0));
         assert!(empty.spare_aligned_mut().is_empty());
-        let pool = BufferPool::new(2, 16 * 1024);
+        let pool = BufferPool::new(2);
         let big = pool.take(10_000);
         let addr = big.as_ptr() as usize;
         drop(big);
@@ -268,8 +289,8 @@ mod tests {
     }
 
     #[test]
-    fn pool_reuses_one_class_and_drops_larger_buffers() {
-        let pool = BufferPool::new(1, 16 * 1024);
+    fn sized_pool_reuses_one_class_and_drops_larger_buffers() {
+        let pool = BufferPool::sized(1, 16 * 1024);
         let small = pool.take(4096);
         assert_eq!((small.len(), small.capacity()), (4096, 16 * 1024));
         let addr = small.as_ptr() as usize;
@@ -285,19 +306,19 @@ mod tests {
         assert_ne!(second.as_ptr() as usize, addr);
         drop(again);
         drop(second);
-        assert_eq!(pool.free_list().len(), 1, "at most `keep` buffers kept");
+        assert_eq!(pool.lock_free().len(), 1, "at most `keep` buffers kept");
         let large = pool.take(64 * 1024);
         assert_eq!(large.capacity(), 64 * 1024);
         drop(large);
         assert!(
-            pool.free_list().iter().all(|b| b.capacity() == 16 * 1024),
+            pool.lock_free().iter().all(|b| b.capacity() == 16 * 1024),
             "a buffer above the class is not kept"
         );
     }
 
     #[test]
     fn pooled_buffers_are_reused() {
-        let pool = BufferPool::new(2, 16 * 1024);
+        let pool = BufferPool::new(2);
         let first = pool.take(10_000);
         let addr = first.as_ptr() as usize;
         assert_eq!(first.len(), 10_000);

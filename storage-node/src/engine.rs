@@ -24,7 +24,7 @@ use crate::recovery::{self, PartitionRecovery};
 use crate::space::{DeadBytesBound, SpaceReserve};
 use crate::uring::IoEngineKind;
 
-/// Range-read buffers kept for reuse (16 MiB and two blocks each).
+/// Range-read buffers kept for reuse (up to 16 MiB each).
 const RANGE_BUFFERS_KEPT: usize = 4;
 
 /// Record-read buffers kept for reuse, of [`RECORD_BUFFER_BYTES`] each (8

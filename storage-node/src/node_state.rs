@@ -12,11 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::Mutex;
 use splitkv_common::message::WireError;
 
-use crate::aligned::{BufferPool, DIRECT_ALIGN};
+use crate::aligned::BufferPool;
 use crate::config::{Durability, Limits};
 use crate::directory::KeyDirectory;
 use crate::error::{Result, StorageError};
-use crate::partition::MAX_RANGE_BYTES;
 use crate::space::{DeadBytesBound, SpaceReserve};
 
 /// Node-wide state shared by all partitions.
@@ -81,13 +80,8 @@ impl NodeState {
             durability: settings.durability,
             limits: settings.limits,
             keylog_chunk_bytes: settings.keylog_chunk_bytes,
-            // A range's aligned span: the range and the blocks it starts
-            // and ends in.
-            range_buffers: BufferPool::new(
-                settings.range_buffers_kept,
-                MAX_RANGE_BYTES + 2 * DIRECT_ALIGN,
-            ),
-            record_buffers: BufferPool::new(
+            range_buffers: BufferPool::new(settings.range_buffers_kept),
+            record_buffers: BufferPool::sized(
                 settings.record_buffers_kept,
                 settings.record_buffer_bytes,
             ),
