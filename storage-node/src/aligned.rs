@@ -146,7 +146,7 @@ impl BufferPool {
             Some(_) => AlignedBuf::zeroed(len),
             None => {
                 let reused = {
-                    let mut free = self.lock_free();
+                    let mut free = self.free_list();
                     free.iter()
                         .position(|b| b.capacity() >= len)
                         .map(|i| free.swap_remove(i))
@@ -161,7 +161,7 @@ impl BufferPool {
         }
     }
 
-    fn lock_free(&self) -> std::sync::MutexGuard<'_, Vec<AlignedBuf>> {
+    fn free_list(&self) -> std::sync::MutexGuard<'_, Vec<AlignedBuf>> {
         self.free
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -171,7 +171,7 @@ impl BufferPool {
         if buf.capacity() == 0 || self.class_bytes.is_some_and(|c| buf.capacity() != c) {
             return;
         }
-        let mut free = self.lock_free();
+        let mut free = self.free_list();
         if free.len() < self.keep {
             free.push(buf);
         }
@@ -306,12 +306,12 @@ mod tests {
         assert_ne!(second.as_ptr() as usize, addr);
         drop(again);
         drop(second);
-        assert_eq!(pool.lock_free().len(), 1, "at most `keep` buffers kept");
+        assert_eq!(pool.free_list().len(), 1, "at most `keep` buffers kept");
         let large = pool.take(64 * 1024);
         assert_eq!(large.capacity(), 64 * 1024);
         drop(large);
         assert!(
-            pool.lock_free().iter().all(|b| b.capacity() == 16 * 1024),
+            pool.free_list().iter().all(|b| b.capacity() == 16 * 1024),
             "a buffer above the class is not kept"
         );
     }
