@@ -140,7 +140,7 @@ impl BufferPool {
         }
         let mut buf = match self.class_bytes {
             Some(class) if len <= class => self
-                .lock_free()
+                .free_list()
                 .pop()
                 .unwrap_or_else(|| AlignedBuf::zeroed(class)),
             Some(_) => AlignedBuf::zeroed(len),
