@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::certs::{self, DEFAULT_STORAGE_NAMES};
+use crate::frame::FrameDecoder;
 use crate::message::{Response, WriteAck};
 use crate::transport::TransportSettings;
 
