@@ -12,7 +12,7 @@
 //!    checkpoint is passed over for the one before; with none, the whole
 //!    key log is read (an error if its first chunks are gone). What the
 //!    checkpoint it could still fall back to is swept below is kept for
-//!    the node's tombstone floor (see [`crate::checkpoint`]).
+//!    the node's tombstone floor (see the `checkpoint` module).
 //! 4. New records start past every record the key log or the checkpoint
 //!    points at and every range a buffer covered.
 //!

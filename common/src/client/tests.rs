@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use super::*;
 use crate::certs::{self, DEFAULT_STORAGE_NAMES};
 use crate::frame::FrameDecoder;
-use crate::message::{Response, WriteAck};
+use crate::message::{RequestBody, Response, ResponseBody, WriteAck};
 use crate::transport::TransportSettings;
 
 /// A put of this key is never answered.

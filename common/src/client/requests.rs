@@ -1,0 +1,346 @@
+//! Requests on a connection's control stream: puts, batches, deletes,
+//! point and multi-record reads, and the node-wide calls (sync, stats,
+//! locate, ping). Each is checked against the storage node's limits before
+//! it is sent and returns a [`Call`] for its answer.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::call::{self, Call, Reply, unexpected};
+use super::link::encode_frame;
+use super::{ClientError, StorageClient};
+use crate::frame;
+use crate::message::{
+    self, BatchEntry, RecordAt, RecordRead, Request, RequestBody, ResponseBody, StatsReport,
+    WireError, WriteAck,
+};
+
+/// One operation of a batch written as one unit
+/// ([`StorageClient::write_many`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOp<'a> {
+    /// Put `key` = `value`.
+    Put {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+        /// When this version expires (absolute Unix milliseconds; 0: never).
+        expire_at_ms: u64,
+    },
+    /// Delete `key`.
+    Delete {
+        /// The key.
+        key: &'a [u8],
+    },
+    /// The version of `key` with sequence number `version_seq` expired: it
+    /// is gone, and a newer version of the key is not touched (so an
+    /// expiry never removes a write that came after it was decided).
+    Expire {
+        /// The key.
+        key: &'a [u8],
+        /// Sequence number of the expired version.
+        version_seq: u64,
+    },
+}
+
+impl<'a> BatchOp<'a> {
+    /// The key the operation is about.
+    pub fn key(&self) -> &'a [u8] {
+        match *self {
+            BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Expire { key, .. } => key,
+        }
+    }
+
+    /// A put that never expires.
+    pub fn put(key: &'a [u8], value: &'a [u8]) -> Self {
+        BatchOp::Put {
+            key,
+            value,
+            expire_at_ms: 0,
+        }
+    }
+
+    /// The operation as it travels, without key or value.
+    fn entry(&self) -> BatchEntry {
+        match *self {
+            BatchOp::Put {
+                value,
+                expire_at_ms,
+                ..
+            } => BatchEntry::Put {
+                value_len: value.len() as u32,
+                expire_at_ms,
+            },
+            BatchOp::Delete { .. } => BatchEntry::Delete,
+            BatchOp::Expire { version_seq, .. } => BatchEntry::Expire { version_seq },
+        }
+    }
+}
+
+/// The records of a [`ResponseBody::Records`] answer, as slices of its
+/// blob.
+fn split_records(
+    outcomes: &[RecordRead],
+    blob: &Bytes,
+) -> Result<Vec<Result<Bytes, WireError>>, ClientError> {
+    let mut at = 0usize;
+    let mut records = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        records.push(match outcome {
+            RecordRead::Read { len } => {
+                let end = at.saturating_add(*len as usize);
+                if end > blob.len() {
+                    return Err(ClientError::Protocol(format!(
+                        "records past the end of a {} byte answer",
+                        blob.len()
+                    )));
+                }
+                let record = blob.slice(at..end);
+                at = end;
+                Ok(record)
+            }
+            RecordRead::Failed(e) => Err(e.clone()),
+        });
+    }
+    if at != blob.len() {
+        return Err(ClientError::Protocol(format!(
+            "{} bytes of records in a {} byte answer",
+            at,
+            blob.len()
+        )));
+    }
+    Ok(records)
+}
+
+impl StorageClient {
+    /// Sends a request on the control stream of `partition`'s connection,
+    /// its blob the concatenation of `blob`. A request the storage node
+    /// would refuse as too large a frame (which would cost the whole
+    /// connection) is refused here and not sent.
+    fn call<T>(
+        &self,
+        partition: usize,
+        body: RequestBody<'_>,
+        blob: &[&[u8]],
+        convert: call::Convert<T>,
+    ) -> Result<Call<T>, ClientError> {
+        let max =
+            message::max_frame_bytes(self.welcome.max_key_bytes, self.welcome.max_value_bytes);
+        let too_large = |what: &str, len: usize, max: usize| {
+            ClientError::Invalid(WireError::TooLarge {
+                what: what.to_string(),
+                len: len as u64,
+                max: max as u64,
+            })
+        };
+        let blob_len: usize = blob.iter().map(|part| part.len()).sum();
+        if blob_len > max {
+            return Err(too_large("request", blob_len, max));
+        }
+        let live = self.live(partition)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let encoded = encode_frame(&Request { id, body }, blob);
+        let meta_len = encoded.len() - frame::FRAME_PREFIX_BYTES - blob_len;
+        if meta_len > frame::MAX_META_BYTES {
+            return Err(too_large(
+                "the request's keys",
+                meta_len,
+                frame::MAX_META_BYTES,
+            ));
+        }
+        if encoded.len() > max {
+            return Err(too_large("request", encoded.len(), max));
+        }
+        let rx = live.send(partition, id, encoded, Instant::now() + self.timeout())?;
+        Ok(Call::new(rx, convert))
+    }
+
+    /// Fails if a newer writer has fenced this client.
+    pub(super) fn check_writer(&self) -> Result<(), ClientError> {
+        match self.state.fenced() {
+            Some(fenced) => Err(ClientError::Storage(fenced)),
+            None => Ok(()),
+        }
+    }
+
+    /// Puts `key` = `value` into `partition` through its connection; the
+    /// version expires at `expire_at_ms` (absolute Unix milliseconds; 0:
+    /// never).
+    pub fn put(
+        &self,
+        partition: usize,
+        key: &[u8],
+        value: &[u8],
+        expire_at_ms: u64,
+    ) -> Result<Call<WriteAck>, ClientError> {
+        self.check_writer()?;
+        let limits = self.node_limits();
+        limits.check_key(key).map_err(ClientError::Invalid)?;
+        limits.check_value(value).map_err(ClientError::Invalid)?;
+        self.call(
+            partition,
+            RequestBody::Put { key, expire_at_ms },
+            &[value],
+            written,
+        )
+    }
+
+    /// Applies every op to `partition` as one unit (all or none after a
+    /// crash), in order. The acknowledgements come back in the same order
+    /// (a delete's offset is 0).
+    pub fn write_many(
+        &self,
+        partition: usize,
+        ops: &[BatchOp<'_>],
+    ) -> Result<Call<Vec<WriteAck>>, ClientError> {
+        self.check_writer()?;
+        let limits = self.node_limits();
+        for op in ops {
+            limits.check_key(op.key()).map_err(ClientError::Invalid)?;
+            if let BatchOp::Put { value, .. } = op {
+                limits.check_value(value).map_err(ClientError::Invalid)?;
+            }
+        }
+        let keys = ops.iter().map(BatchOp::key).collect();
+        let entries = ops.iter().map(BatchOp::entry).collect();
+        let values: Vec<&[u8]> = ops
+            .iter()
+            .filter_map(|op| match op {
+                BatchOp::Put { value, .. } => Some(*value),
+                BatchOp::Delete { .. } | BatchOp::Expire { .. } => None,
+            })
+            .collect();
+        self.call(
+            partition,
+            RequestBody::WriteMany { keys, ops: entries },
+            &values,
+            |reply| match reply.body {
+                ResponseBody::WrittenMany(acks) => Ok(acks),
+                other => Err(unexpected(&other)),
+            },
+        )
+    }
+
+    /// Deletes every key of the storage node, through the connection of
+    /// `partition` (see [`RequestBody::Clear`]). The acknowledgement's
+    /// sequence number is the clear's: every record below it is gone.
+    pub fn clear(&self, partition: usize) -> Result<Call<WriteAck>, ClientError> {
+        self.check_writer()?;
+        self.call(partition, RequestBody::Clear, &[], written)
+    }
+
+    /// Deletes `key` in `partition`, through its connection.
+    pub fn delete(&self, partition: usize, key: &[u8]) -> Result<Call<WriteAck>, ClientError> {
+        self.check_writer()?;
+        self.node_limits()
+            .check_key(key)
+            .map_err(ClientError::Invalid)?;
+        self.call(partition, RequestBody::Delete { key }, &[], written)
+    }
+
+    /// Reads the record at a location (verified by the storage node; the
+    /// caller should check the key it expects).
+    pub fn get(
+        &self,
+        partition: usize,
+        offset: u64,
+        len: usize,
+    ) -> Result<Call<Bytes>, ClientError> {
+        let body = RequestBody::Get {
+            partition: partition as u32,
+            offset,
+            len: len as u32,
+        };
+        self.call(
+            partition % self.partitions().max(1),
+            body,
+            &[],
+            |reply| match reply.body {
+                ResponseBody::Record => Ok(reply.blob),
+                other => Err(unexpected(&other)),
+            },
+        )
+    }
+
+    /// Reads several records through the connection of `connection`, with
+    /// an outcome per record in the order of `reads` (each verified by the
+    /// storage node, as [`StorageClient::get`] reads it): one request and
+    /// one answer for them all. At most
+    /// [`message::MAX_READS_PER_REQUEST`] reads, and, for more than one, at
+    /// most [`message::MAX_GET_MANY_BYTES`] in all; the storage node refuses
+    /// more.
+    pub fn get_many(
+        &self,
+        connection: usize,
+        reads: &[RecordAt],
+    ) -> Result<Call<Vec<Result<Bytes, WireError>>>, ClientError> {
+        let body = RequestBody::GetMany {
+            reads: reads.to_vec(),
+        };
+        self.call(
+            connection % self.partitions().max(1),
+            body,
+            &[],
+            |reply| match reply.body {
+                ResponseBody::Records(outcomes) => split_records(&outcomes, &reply.blob),
+                other => Err(unexpected(&other)),
+            },
+        )
+    }
+
+    /// Makes everything acknowledged durable against power loss.
+    pub fn sync(&self) -> Result<Call<()>, ClientError> {
+        self.call(0, RequestBody::Sync, &[], |reply: Reply| match reply.body {
+            ResponseBody::Synced => Ok(()),
+            other => Err(unexpected(&other)),
+        })
+    }
+
+    /// The storage node's counters and state.
+    pub fn stats(&self) -> Result<Call<StatsReport>, ClientError> {
+        self.call(0, RequestBody::Stats, &[], |reply| match reply.body {
+            ResponseBody::Stats(report) => Ok(report),
+            other => Err(unexpected(&other)),
+        })
+    }
+
+    /// Where the newest version of `key` is on the node (through the
+    /// connection of `partition`): asked after a read answered
+    /// [`WireError::Moved`].
+    pub fn locate(
+        &self,
+        partition: usize,
+        key: &[u8],
+    ) -> Result<Call<Option<crate::message::VersionAt>>, ClientError> {
+        self.call(
+            partition % self.partitions().max(1),
+            RequestBody::Locate { key },
+            &[],
+            |reply| match reply.body {
+                ResponseBody::Located(located) => Ok(located),
+                other => Err(unexpected(&other)),
+            },
+        )
+    }
+
+    /// A round trip on the connection of `partition`.
+    pub fn ping(&self, partition: usize) -> Result<Call<()>, ClientError> {
+        self.call(partition, RequestBody::Ping, &[], |reply| {
+            match reply.body {
+                ResponseBody::Pong => Ok(()),
+                other => Err(unexpected(&other)),
+            }
+        })
+    }
+}
+
+/// The acknowledgement a put or a delete is answered with.
+fn written(reply: Reply) -> Result<WriteAck, ClientError> {
+    match reply.body {
+        ResponseBody::Written(ack) => Ok(ack),
+        other => Err(unexpected(&other)),
+    }
+}
