@@ -50,9 +50,13 @@ pub enum ClientError {
         partition: usize,
     },
     /// The connection of a partition has as many requests waiting as it
-    /// holds ([`ClientConfig::max_in_flight_requests`](super::ClientConfig::max_in_flight_requests)) or as many bytes
-    /// queued to send ([`ClientConfig::outbox_bytes`](super::ClientConfig::outbox_bytes)); nothing was sent.
-    /// [`StorageClient::wait_for_room`](super::StorageClient::wait_for_room) waits until a request would fit.
+    /// holds ([`ClientConfig::max_in_flight_requests`]) or as many bytes
+    /// queued to send ([`ClientConfig::outbox_bytes`]); nothing was sent.
+    /// [`StorageClient::wait_for_room`] waits until a request would fit.
+    ///
+    /// [`ClientConfig::max_in_flight_requests`]: super::ClientConfig::max_in_flight_requests
+    /// [`ClientConfig::outbox_bytes`]: super::ClientConfig::outbox_bytes
+    /// [`StorageClient::wait_for_room`]: super::StorageClient::wait_for_room
     #[error("the connection of partition {partition} is full ({full}); the request was not sent")]
     Busy {
         /// The partition.
