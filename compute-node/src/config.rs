@@ -57,8 +57,9 @@ pub struct EngineConfig {
     /// Bytes of requests each connection holds queued to send; a caller
     /// past it waits for room.
     pub outbox_bytes: usize,
-    /// Threads of the engine's async runtime.
-    pub worker_threads: usize,
+    /// Worker threads of the engine's async runtime; `None`, one per CPU
+    /// (tokio's default), as the storage node.
+    pub worker_threads: Option<usize>,
     /// Partitions [`crate::Engine::assign_partition`] spreads its callers
     /// (the RESP server's clients) over, round robin: each caller's writes
     /// go through its one partition, and the plain SETs of the callers that
@@ -86,7 +87,7 @@ impl EngineConfig {
             reconnect_wait_ms: 10_000,
             max_in_flight_requests: client::DEFAULT_MAX_IN_FLIGHT_REQUESTS,
             outbox_bytes: client::DEFAULT_OUTBOX_BYTES,
-            worker_threads: 2,
+            worker_threads: None,
             client_partitions: DEFAULT_CLIENT_PARTITIONS,
             transport: TransportSettings::default(),
         }

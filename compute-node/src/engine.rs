@@ -310,12 +310,12 @@ impl Engine {
     /// older writer; not for a reader), and rebuilds the index from every
     /// partition's key log. Blocking; starts the engine's own runtime.
     pub fn connect(config: EngineConfig) -> Result<Self> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(config.worker_threads.max(1))
-            .thread_name("compute-engine")
-            .enable_all()
-            .build()
-            .map_err(EngineError::Runtime)?;
+        let mut runtime = tokio::runtime::Builder::new_multi_thread();
+        runtime.thread_name("compute-engine").enable_all();
+        if let Some(workers) = config.worker_threads {
+            runtime.worker_threads(workers.max(1));
+        }
+        let runtime = runtime.build().map_err(EngineError::Runtime)?;
         let inner = runtime.block_on(connect_inner(config, runtime.handle().clone()))?;
         Ok(Self {
             inner,

@@ -77,9 +77,9 @@ struct ServeArgs {
     /// Longest value accepted, in bytes.
     #[arg(long, default_value_t = splitkv_common::limits::DEFAULT_MAX_VALUE_BYTES)]
     max_value_bytes: usize,
-    /// Threads of the async runtime.
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
+    /// Worker threads of the async runtime (default: one per CPU).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     /// Partitions the Redis clients' writes are spread over, round robin:
     /// the SETs of the clients that share a partition share its requests
     /// to the storage node (0: every partition).
@@ -117,7 +117,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     config.cache_bytes = args.cache_bytes;
     config.request_timeout_ms = args.request_timeout_ms;
     config.limits.max_value_bytes = args.max_value_bytes;
-    config.worker_threads = args.threads;
+    config.worker_threads = args.threads.map(usize::from);
     config.client_partitions = args.client_partitions;
     config.writer = !args.read_only;
     let engine = Arc::new(connect_with_retries(
