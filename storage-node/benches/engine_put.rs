@@ -9,7 +9,9 @@
 //!
 //! `cargo bench -p storage-node --bench engine_put` (set `SPLITKV_BENCH_DIR`
 //! to measure another file system; `SPLITKV_IO_ENGINE=psync` for pwrite;
-//! `SPLITKV_BENCH_NO_FIO=1` to skip fio, e.g. under a profiler).
+//! `SPLITKV_BENCH_NO_FIO=1` to skip fio, e.g. under a profiler;
+//! `SPLITKV_RECENT_WRITE_BYTES` for another bound on the copies of recent
+//! flushes, 0 for none).
 
 use std::process::Command;
 use std::sync::Arc;
@@ -36,6 +38,12 @@ fn main() {
 
     let mut config = StorageConfig::new(dir.path().join("data"));
     config.io_engine = io_engine;
+    if let Some(bytes) = std::env::var("SPLITKV_RECENT_WRITE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.recent_write_bytes = bytes;
+    }
     let engine = Arc::new(StorageEngine::open(config).expect("open engine"));
     let buffers_bytes = 2 * engine.manifest().buffer_bytes as u64 * engine.partition_count() as u64;
     let per_thread = total_bytes / VALUE_BYTES as u64 / THREADS as u64;

@@ -84,6 +84,11 @@ pub struct StorageConfig {
     /// that garbage collection can always make room; they resume once
     /// there is more. 0: no reserve.
     pub disk_reserve_bytes: u64,
+    /// Bytes of the latest flushes of the value logs kept in memory, so
+    /// that a point read of a record written a moment ago is not a disk
+    /// read (the value log is written with O_DIRECT, which leaves nothing
+    /// in the page cache). The oldest flushes make room. 0: none.
+    pub recent_write_bytes: u64,
 }
 
 /// Default disk reserve: 256 MiB. Garbage collection copies one segment at
@@ -93,10 +98,17 @@ pub struct StorageConfig {
 /// free space is read (every 8 MiB of puts).
 pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 256 << 20;
 
+/// Default bytes of recent flushes kept for point reads: 256 MiB, a
+/// quarter of a second of writes at the disk's O_DIRECT write rate here,
+/// and half the compute node's default value cache, whose misses on
+/// freshly written data it answers from memory.
+pub const DEFAULT_RECENT_WRITE_BYTES: u64 = 256 << 20;
+
 impl StorageConfig {
     /// The defaults (16 partitions, 1 MiB buffers, 8 MiB key-log chunks,
     /// [`DEFAULT_SEGMENT_BYTES`] segments, mmap durability, io_uring,
-    /// [`DEFAULT_DISK_RESERVE_BYTES`]) for `data_dir`.
+    /// [`DEFAULT_DISK_RESERVE_BYTES`], [`DEFAULT_RECENT_WRITE_BYTES`]) for
+    /// `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
@@ -109,6 +121,7 @@ impl StorageConfig {
             limits: Limits::default(),
             gc: crate::gc::GcConfig::default(),
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
+            recent_write_bytes: DEFAULT_RECENT_WRITE_BYTES,
         }
     }
 }

@@ -20,6 +20,7 @@ use crate::partition::{
     CheckpointRound, ExportCursor, ExportProgress, OwnedWrite, Partition, RangeRead, RecordBytes,
     Submitted, WriteCompletion, WriteOp,
 };
+use crate::recent::RecentFlushes;
 use crate::recovery::{self, PartitionRecovery};
 use crate::space::{DeadBytesBound, SpaceReserve};
 use crate::uring::IoEngineKind;
@@ -59,6 +60,12 @@ pub struct StorageStats {
     pub gc_put_waits: u64,
     /// The milliseconds they waited in all.
     pub gc_put_waited_ms: u64,
+    /// Reads answered from the copies of recent flushes
+    /// ([`StorageConfig::recent_write_bytes`]) since the node started: a
+    /// point read each, and each flush's part of a range read.
+    pub recent_write_reads: u64,
+    /// Bytes those copies hold now.
+    pub recent_write_bytes: u64,
 }
 
 /// A SplitKV data directory opened for reading and writing.
@@ -164,6 +171,7 @@ impl StorageEngine {
             range_buffers_kept: RANGE_BUFFERS_KEPT,
             record_buffers_kept: RECORD_BUFFERS_KEPT,
             record_buffer_bytes: RECORD_BUFFER_BYTES,
+            recent: RecentFlushes::new(manifest.partitions, config.recent_write_bytes),
             directory,
             space: SpaceReserve::new(Arc::clone(&disk), dir.clone(), config.disk_reserve_bytes),
             // Without the GC thread no pass would end a wait.
@@ -460,6 +468,7 @@ impl StorageEngine {
 
     /// A snapshot of counters and state.
     pub fn stats(&self) -> StorageStats {
+        let (recent_write_reads, recent_write_bytes) = self.node.recent.stats();
         StorageStats {
             partitions: self.partitions.iter().map(|p| p.report()).collect(),
             io_engine: self.io_engine(),
@@ -470,6 +479,8 @@ impl StorageEngine {
             gc_failure: self.collector.failure(),
             gc_put_waits: self.node.dead_bound.waits.load(Ordering::Relaxed),
             gc_put_waited_ms: self.node.dead_bound.waited_ms.load(Ordering::Relaxed),
+            recent_write_reads,
+            recent_write_bytes,
         }
     }
 

@@ -28,6 +28,7 @@ mod keylog;
 pub mod manifest;
 mod node_state;
 mod partition;
+mod recent;
 pub mod recovery;
 pub mod server;
 mod space;

@@ -16,6 +16,7 @@ use crate::aligned::BufferPool;
 use crate::config::{Durability, Limits};
 use crate::directory::KeyDirectory;
 use crate::error::{Result, StorageError};
+use crate::recent::RecentFlushes;
 use crate::space::{DeadBytesBound, SpaceReserve};
 
 /// Node-wide state shared by all partitions.
@@ -36,6 +37,9 @@ pub(crate) struct NodeState {
     /// Buffers for point reads of records, reused across requests and
     /// partitions.
     pub(crate) record_buffers: Arc<BufferPool>,
+    /// Copies of the latest flushes, for point reads of bytes that left
+    /// the write buffers a moment ago.
+    pub(crate) recent: RecentFlushes,
     /// Where every key's newest version is, and each segment's live and
     /// dead bytes: every partition applies its committed entries here.
     pub(crate) directory: KeyDirectory,
@@ -61,6 +65,8 @@ pub(crate) struct NodeSettings {
     /// Record-read buffers kept for reuse, and the size of each.
     pub(crate) record_buffers_kept: usize,
     pub(crate) record_buffer_bytes: usize,
+    /// Copies of the latest flushes kept for point reads.
+    pub(crate) recent: RecentFlushes,
     /// The directory rebuilt from the key logs on open.
     pub(crate) directory: KeyDirectory,
     /// The disk reserve.
@@ -85,6 +91,7 @@ impl NodeState {
                 settings.record_buffers_kept,
                 settings.record_buffer_bytes,
             ),
+            recent: settings.recent,
             directory: settings.directory,
             space: settings.space,
             dead_bound: settings.dead_bound,

@@ -484,6 +484,112 @@ fn a_read_error_fails_that_read_and_leaves_the_data_intact() {
     assert_all_readable(&engine, &expected);
 }
 
+/// Opens `config` on a disk whose value-log reads all fail, after `puts`
+/// numbered keys of `len` bytes went in (and many buffers were flushed).
+fn with_value_log_reads_failing(
+    config: &StorageConfig,
+    puts: usize,
+    len: usize,
+) -> (StorageEngine, Arc<FaultPlan>, Acked) {
+    let plan = FaultPlan::new();
+    let engine = StorageEngine::open_with_disk(config.clone(), FaultDisk::new(Arc::clone(&plan)))
+        .expect("open");
+    let (acked, err) = put_keys(&engine, 0..puts, len);
+    assert!(err.is_none(), "{err:?}");
+    let flushes: u64 = engine.stats().partitions.iter().map(|p| p.flushes).sum();
+    // A partition's writer waits for a buffer to be flushed before it
+    // seals another: all but its last two buffers are flushed.
+    assert!(
+        flushes >= 12,
+        "the puts filled and flushed buffers: {flushes}"
+    );
+    plan.fail_now(Op::Read, Files::ValueLog, libc::EIO);
+    (engine, plan, acked)
+}
+
+#[test]
+fn records_flushed_a_moment_ago_are_read_from_memory_not_from_the_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = small_config(dir.path(), PARTITIONS);
+    config.recent_write_bytes = 4 << 20;
+    // 600 records of about 2 KiB: 1.2 MiB through 64 KiB buffers.
+    let (engine, plan, acked) = with_value_log_reads_failing(&config, 600, 2000);
+    assert_all_readable(&engine, &acked);
+    assert_eq!(
+        plan.failed(Op::Read, Files::ValueLog),
+        0,
+        "no read went to the value log"
+    );
+    let stats = engine.stats();
+    // At most two buffers a partition (about 30 records each) were not
+    // flushed yet; every other record was read from its copy.
+    assert!(
+        stats.recent_write_reads >= 450,
+        "the flushed records were read from their copies: {}",
+        stats.recent_write_reads
+    );
+    assert!(stats.recent_write_bytes > 0 && stats.recent_write_bytes <= 4 << 20);
+    // A window's range read of the same bytes comes from memory too, and
+    // holds what the disk holds.
+    let ranges: Vec<Vec<u8>> = (0..PARTITIONS)
+        .map(|p| {
+            let range = engine.read_range(p, 0, 512 << 10).expect("range read");
+            assert_eq!(range.bytes().len(), 512 << 10);
+            range.bytes().to_vec()
+        })
+        .collect();
+    assert_eq!(plan.failed(Op::Read, Files::ValueLog), 0);
+    engine.close().expect("close");
+    drop(engine);
+    let engine = StorageEngine::open(config).expect("reopen");
+    assert_eq!(
+        engine.stats().recent_write_bytes,
+        0,
+        "nothing is held after a reopen"
+    );
+    for (p, from_memory) in ranges.iter().enumerate() {
+        let from_disk = engine.read_range(p, 0, 512 << 10).expect("range read");
+        assert!(from_disk.bytes() == &from_memory[..], "partition {p}");
+    }
+}
+
+#[test]
+fn past_its_bound_the_oldest_flushes_are_read_from_the_disk_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = small_config(dir.path(), PARTITIONS);
+    config.recent_write_bytes = 128 << 10;
+    let (engine, plan, acked) = with_value_log_reads_failing(&config, 600, 2000);
+    let stats = engine.stats();
+    assert!(stats.recent_write_bytes <= 128 << 10, "{stats:?}");
+    // The newest records come from memory while the disk fails; the oldest
+    // were dropped from it and their reads meet the disk's error.
+    let index = build_index(&engine);
+    let read = |i: usize| {
+        let at = index[&acked[i].0];
+        engine.read(at.partition, at.offset, at.record_len)
+    };
+    let newest = read(acked.len() - 1).expect("the newest record is in memory");
+    assert_eq!(newest.record().value, &acked[acked.len() - 1].1[..]);
+    let oldest = read(0).expect_err("the oldest record is read from the disk");
+    assert!(matches!(oldest, StorageError::Io { .. }), "{oldest}");
+    plan.stop_failing(Op::Read);
+    assert_all_readable(&engine, &acked);
+    assert!(plan.succeeded(Op::Read, Files::ValueLog) > 0);
+}
+
+#[test]
+fn without_copies_of_recent_flushes_every_flushed_record_is_read_from_the_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = small_config(dir.path(), PARTITIONS);
+    config.recent_write_bytes = 0;
+    let (engine, plan, acked) = with_value_log_reads_failing(&config, 600, 2000);
+    plan.stop_failing(Op::Read);
+    assert_all_readable(&engine, &acked);
+    let stats = engine.stats();
+    assert_eq!((stats.recent_write_reads, stats.recent_write_bytes), (0, 0));
+    assert!(plan.succeeded(Op::Read, Files::ValueLog) >= 450);
+}
+
 #[test]
 fn an_unreadable_manifest_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");

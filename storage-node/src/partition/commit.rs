@@ -104,6 +104,7 @@ mod tests {
             range_buffers_kept: 0,
             record_buffers_kept: 0,
             record_buffer_bytes: 0,
+            recent: crate::recent::RecentFlushes::new(1, 0),
             directory: crate::directory::KeyDirectory::new(1, 1 << 20),
             space: crate::space::SpaceReserve::new(
                 Arc::new(crate::disk::OsDisk::new(crate::uring::IoEngineKind::Psync)),

@@ -127,6 +127,11 @@ impl Partition {
         let result = match self.vlog.write_at(data, base) {
             Err(e) if is_out_of_space(&e) => Err(FlushFailure::OutOfSpace(e)),
             written => written
+                .map(|()| {
+                    // Before the buffer is marked flushed: a reader that no
+                    // longer finds these bytes in it finds them here.
+                    self.node.recent.keep(self.id, base, data);
+                })
                 .and_then(|()| self.sync_if(|| self.vlog.sync_data()))
                 .and_then(|()| {
                     buffer.set_state(BufferState::Free);

@@ -5,7 +5,9 @@
 //! partition lock (a buffer is only reused after its data reached the value
 //! log, so anything not in a buffer at that moment is in the file); the rest
 //! is read from the value log without the lock: a record through the page
-//! cache ([`crate::disk::DiskFile::read_cached_at`]), a range with O_DIRECT.
+//! cache ([`crate::disk::DiskFile::read_cached_at`]), a range with O_DIRECT;
+//! either from the node's copies of its latest flushes where they hold it
+//! (`crate::recent`).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use crate::aligned::{PooledBuf, align_down, align_up};
 use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StorageError};
 use crate::keylog::BadPosition;
+use crate::recent::Copied;
 
 /// Largest range one [`read_range`](crate::StorageEngine::read_range) call
 /// returns: the protocol's limit.
@@ -184,7 +187,9 @@ impl Partition {
             let st = self.state.lock();
             self.copy_from_buffers(&st, offset..end, &mut buf[start..start + len])
         };
-        if !in_buffer {
+        let in_memory =
+            in_buffer || self.copy_from_recent(offset..end, &mut buf[start..start + len]);
+        if !in_memory {
             let Some(got) = self.read_vlog(&mut buf, aligned, via)? else {
                 return Ok(None);
             };
@@ -224,6 +229,15 @@ impl Partition {
             }
         }
         false
+    }
+
+    /// Copies `range` out of the node's copies of recent flushes into `dst`
+    /// if they hold all of it; returns whether they did. A range in a
+    /// segment that garbage collection freed is left to the value log,
+    /// which answers that it moved.
+    fn copy_from_recent(&self, range: Range<u64>, dst: &mut [u8]) -> bool {
+        !self.vlog.is_freed(self.vlog.segment_of(range.start))
+            && self.node.recent.copy_out(self.id, range, dst)
     }
 
     fn read_vlog(&self, buf: &mut PooledBuf, offset: u64, via: Via) -> Result<Option<usize>> {
@@ -320,25 +334,39 @@ impl Partition {
             covered
         };
         for gap in gaps(aligned_start..align_up(end), &covered) {
-            let at = (gap.start - aligned_start) as usize;
-            let len = (gap.end - gap.start) as usize;
-            let target = &mut buf.spare_aligned_mut()[at..at + len];
-            let got = self
-                .vlog
-                .read_at(target, gap.start)
-                .map_err(|e| self.read_error(gap.start, e))?;
-            // Everything below the committed end has been written, so the
-            // file holds at least the bytes up to `end`.
-            let needed = (gap.end.min(end) - gap.start) as usize;
-            if got < needed {
-                return Err(StorageError::corrupt(
-                    self.id,
-                    gap.start,
-                    RecordError::Truncated {
-                        needed,
-                        available: got,
-                    },
-                ));
+            // What the node's copies of recent flushes hold is copied from
+            // them; the rest is read from the disk. Flushes start and end
+            // on block boundaries, so every disk read stays aligned.
+            let mut at = gap.start;
+            while at < gap.end {
+                let target = &mut buf.spare_aligned_mut()
+                    [(at - aligned_start) as usize..(gap.end - aligned_start) as usize];
+                let upto = match self.node.recent.copy_from(self.id, at, target) {
+                    Copied::Bytes(copied) => {
+                        at += copied as u64;
+                        continue;
+                    }
+                    Copied::Nothing { next } => next.map_or(gap.end, |next| next.min(gap.end)),
+                };
+                let target = &mut target[..(upto - at) as usize];
+                let got = self
+                    .vlog
+                    .read_at(target, at)
+                    .map_err(|e| self.read_error(at, e))?;
+                // Everything below the committed end has been written, so
+                // the file holds at least the bytes up to `end`.
+                let needed = (upto.min(end) - at) as usize;
+                if got < needed {
+                    return Err(StorageError::corrupt(
+                        self.id,
+                        at,
+                        RecordError::Truncated {
+                            needed,
+                            available: got,
+                        },
+                    ));
+                }
+                at = upto;
             }
         }
         let start = (offset - aligned_start) as usize;

@@ -142,6 +142,11 @@ pub struct EngineArgs {
     /// less, and resume once it has more (0: no reserve).
     #[arg(long, default_value_t = storage_node::config::DEFAULT_DISK_RESERVE_BYTES)]
     disk_reserve_bytes: u64,
+    /// Bytes of the latest flushes of the value logs kept in memory, so
+    /// that reading a record written a moment ago needs no disk read (0:
+    /// none).
+    #[arg(long, default_value_t = storage_node::config::DEFAULT_RECENT_WRITE_BYTES)]
+    recent_write_bytes: u64,
 }
 
 impl EngineArgs {
@@ -152,6 +157,7 @@ impl EngineArgs {
         config.io_engine = self.io_engine;
         config.segment_bytes = self.segment_bytes;
         config.disk_reserve_bytes = self.disk_reserve_bytes;
+        config.recent_write_bytes = self.recent_write_bytes;
         config.gc = GcConfig {
             interval_ms: self.gc_interval_ms,
             min_dead_percent: self.gc_min_dead_percent,
