@@ -84,10 +84,10 @@ pub struct StorageConfig {
     /// that garbage collection can always make room; they resume once
     /// there is more. 0: no reserve.
     pub disk_reserve_bytes: u64,
-    /// Bytes of the latest flushes of the value logs kept in memory, so
-    /// that a point read of a record written a moment ago is not a disk
-    /// read (the value log is written with O_DIRECT, which leaves nothing
-    /// in the page cache). The oldest flushes make room. 0: none.
+    /// Memory for copies of the latest flushes of the value logs, so that
+    /// a point read or a range read of bytes written a moment ago is not a
+    /// disk read (the value log is written with O_DIRECT, which leaves
+    /// nothing in the page cache). The oldest flushes make room. 0: none.
     pub recent_write_bytes: u64,
 }
 

@@ -4,17 +4,19 @@
 //! in the page cache: without this, the first read of a record written a
 //! moment ago would wait for the disk, and so would a window's range read
 //! of it. Each flush hands the bytes it wrote here (its records and the
-//! zeros that pad them to a block)
-//! (one copy, on the flusher's thread) before its buffer can be reused, so
-//! a record is always in a write buffer, here, or on the disk when a reader
-//! looks. The oldest flushes of any partition make room for new ones; the
-//! bytes held never exceed the bound. The memory of a flush that made room
-//! takes the next copy, so that copying does not fault fresh pages in.
+//! zeros that pad them to a block; one copy, on the flusher's thread)
+//! before its buffer can be reused, so a record is always in a write
+//! buffer, here, or on the disk when a reader looks. The oldest flushes of
+//! any partition make room for new ones. The bound counts the memory the
+//! copies take (their allocations, not only the bytes in them); besides
+//! it, at most `SPARE_BUFFERS_KEPT` buffers of dropped flushes wait to
+//! take the next copies, so that copying rarely faults fresh pages in, and
+//! a copy a reader is still copying out of lives until it is done.
 //!
-//! What is held is exactly what was written at those offsets, and the value
-//! log never writes an offset twice, so an entry is never stale. A segment
-//! that garbage collection freed is not served from here: the reader checks
-//! for that first, as it does before reading the disk.
+//! What is held is exactly what a flush wrote at those offsets, and no
+//! offset a flush wrote is written again, so an entry is never stale. A
+//! segment that garbage collection freed is not served from here: the
+//! reader checks for that first, as it does before reading the disk.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
@@ -63,14 +65,23 @@ impl RecentFlushes {
     /// value log at `offset`, dropping the oldest flushes held to make
     /// room. A flush larger than the whole bound is not kept.
     pub(crate) fn keep(&self, partition: usize, offset: u64, written: &[u8]) {
-        let len = written.len() as u64;
-        if len == 0 || len > self.capacity_bytes {
+        if written.is_empty() || written.len() as u64 > self.capacity_bytes {
             return;
         }
-        // Copied before the lock: under it only the maps change.
-        let mut copy = self.spare.lock().pop().unwrap_or_default();
+        // Copied before the lock: under it only the maps change. A spare
+        // buffer is taken only if it is not much larger than the copy, so
+        // that a small flush does not hold a large allocation.
+        let spare = {
+            let mut spare = self.spare.lock();
+            let fits = spare
+                .iter()
+                .position(|b| b.capacity() >= written.len() && b.capacity() / 2 < written.len());
+            fits.map(|i| spare.swap_remove(i))
+        };
+        let mut copy = spare.unwrap_or_default();
         copy.clear();
         copy.extend_from_slice(written);
+        let len = copy.capacity() as u64;
         let copy = Arc::new(copy);
         let mut dropped = Vec::new();
         {
@@ -79,7 +90,7 @@ impl RecentFlushes {
                 return;
             };
             if let Some(old) = held.insert(offset, copy) {
-                st.bytes -= old.len() as u64;
+                st.bytes -= old.capacity() as u64;
             } else {
                 st.order.push_back((partition, offset));
             }
@@ -89,7 +100,7 @@ impl RecentFlushes {
                     break;
                 };
                 if let Some(old) = st.by_partition[oldest_partition].remove(&oldest_offset) {
-                    st.bytes -= old.len() as u64;
+                    st.bytes -= old.capacity() as u64;
                     // Freed or kept after the lock is released.
                     dropped.push(old);
                 }
@@ -159,7 +170,7 @@ impl RecentFlushes {
         Some((offset, Arc::clone(written)))
     }
 
-    /// Reads answered from here, and the bytes held.
+    /// Reads answered from here, and the bytes the copies held take.
     pub(crate) fn stats(&self) -> (u64, u64) {
         (self.hits.load(Ordering::Relaxed), self.state.lock().bytes)
     }

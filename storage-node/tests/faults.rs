@@ -561,20 +561,46 @@ fn past_its_bound_the_oldest_flushes_are_read_from_the_disk_again() {
     let (engine, plan, acked) = with_value_log_reads_failing(&config, 600, 2000);
     let stats = engine.stats();
     assert!(stats.recent_write_bytes <= 128 << 10, "{stats:?}");
-    // The newest records come from memory while the disk fails; the oldest
-    // were dropped from it and their reads meet the disk's error.
+    // While the disk fails, the records of the latest flushes still come
+    // from their copies (and the newest from the write buffers); the
+    // oldest were dropped and their reads meet the disk's error.
     let index = build_index(&engine);
-    let read = |i: usize| {
-        let at = index[&acked[i].0];
-        engine.read(at.partition, at.offset, at.record_len)
-    };
-    let newest = read(acked.len() - 1).expect("the newest record is in memory");
-    assert_eq!(newest.record().value, &acked[acked.len() - 1].1[..]);
-    let oldest = read(0).expect_err("the oldest record is read from the disk");
-    assert!(matches!(oldest, StorageError::Io { .. }), "{oldest}");
+    let mut failed = 0;
+    for (key, value) in &acked {
+        let at = index[key];
+        match engine.read(at.partition, at.offset, at.record_len) {
+            Ok(record) => assert_eq!(record.record().value, &value[..]),
+            Err(StorageError::Io { .. }) => failed += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let from_copies = engine.stats().recent_write_reads;
+    assert!(from_copies > 0, "some records were read from their copies");
+    assert!(
+        failed > 300,
+        "the oldest records were read from the disk: {failed}"
+    );
+    assert_eq!(plan.failed(Op::Read, Files::ValueLog), failed);
     plan.stop_failing(Op::Read);
     assert_all_readable(&engine, &acked);
-    assert!(plan.succeeded(Op::Read, Files::ValueLog) > 0);
+    // A range read over a whole partition takes its oldest bytes from the
+    // disk and its newest from the copies and the write buffers, and holds
+    // what a read of the disk alone holds.
+    let end = engine.stats().partitions[0].committed_end;
+    let (disk_reads, copies) = (
+        plan.succeeded(Op::Read, Files::ValueLog),
+        engine.stats().recent_write_reads,
+    );
+    let mixed = engine.read_range(0, 0, end as usize).expect("range read");
+    assert!(plan.succeeded(Op::Read, Files::ValueLog) > disk_reads);
+    assert!(engine.stats().recent_write_reads > copies);
+    let mixed = mixed.bytes().to_vec();
+    engine.close().expect("close");
+    drop(engine);
+    let engine = StorageEngine::open(config).expect("reopen");
+    let from_disk = engine.read_range(0, 0, end as usize).expect("range read");
+    assert_eq!(mixed.len() as u64, end);
+    assert!(from_disk.bytes() == &mixed[..]);
 }
 
 #[test]
@@ -583,6 +609,12 @@ fn without_copies_of_recent_flushes_every_flushed_record_is_read_from_the_disk()
     let mut config = small_config(dir.path(), PARTITIONS);
     config.recent_write_bytes = 0;
     let (engine, plan, acked) = with_value_log_reads_failing(&config, 600, 2000);
+    let index = build_index(&engine);
+    let oldest = index[&acked[0].0];
+    let err = engine
+        .read(oldest.partition, oldest.offset, oldest.record_len)
+        .expect_err("a flushed record is read from the failing disk");
+    assert!(matches!(err, StorageError::Io { .. }), "{err}");
     plan.stop_failing(Op::Read);
     assert_all_readable(&engine, &acked);
     let stats = engine.stats();
