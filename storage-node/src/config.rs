@@ -98,7 +98,7 @@ pub struct StorageConfig {
 /// free space is read (every 8 MiB of puts).
 pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 256 << 20;
 
-/// Default bytes of recent flushes kept for point reads: 256 MiB, a
+/// Default memory for copies of recent flushes kept for reads: 256 MiB, a
 /// quarter of a second of writes at the disk's O_DIRECT write rate here,
 /// and half the compute node's default value cache, whose misses on
 /// freshly written data it answers from memory.

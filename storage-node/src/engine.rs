@@ -394,9 +394,9 @@ impl StorageEngine {
 
     /// Reads the record like [`StorageEngine::read`] if all of its bytes are
     /// in memory (a write buffer, the copies of recent flushes or the page
-    /// cache), without waiting for the disk: `Ok(None)` if some are not. Safe to call where blocking is not
-    /// (an async task); the caller reads with `read` on a blocking thread
-    /// when this gives `None`.
+    /// cache), without waiting for the disk: `Ok(None)` if some are not.
+    /// Safe to call where blocking is not (an async task); the caller reads
+    /// with `read` on a blocking thread when this gives `None`.
     pub fn read_in_memory(
         &self,
         partition: usize,

@@ -37,8 +37,8 @@ pub(crate) struct NodeState {
     /// Buffers for point reads of records, reused across requests and
     /// partitions.
     pub(crate) record_buffers: Arc<BufferPool>,
-    /// Copies of the latest flushes, for point reads of bytes that left
-    /// the write buffers a moment ago.
+    /// Copies of the latest flushes, for point and range reads of bytes
+    /// that left the write buffers a moment ago.
     pub(crate) recent: RecentFlushes,
     /// Where every key's newest version is, and each segment's live and
     /// dead bytes: every partition applies its committed entries here.
@@ -65,7 +65,7 @@ pub(crate) struct NodeSettings {
     /// Record-read buffers kept for reuse, and the size of each.
     pub(crate) record_buffers_kept: usize,
     pub(crate) record_buffer_bytes: usize,
-    /// Copies of the latest flushes kept for point reads.
+    /// Copies of the latest flushes kept for reads.
     pub(crate) recent: RecentFlushes,
     /// The directory rebuilt from the key logs on open.
     pub(crate) directory: KeyDirectory,

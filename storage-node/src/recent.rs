@@ -8,9 +8,9 @@
 //! before its buffer can be reused, so a record is always in a write
 //! buffer, here, or on the disk when a reader looks. The oldest flushes of
 //! any partition make room for new ones. The bound counts the memory the
-//! copies take (their allocations, not only the bytes in them); besides
-//! it, at most `SPARE_BUFFERS_KEPT` buffers of dropped flushes wait to
-//! take the next copies, so that copying rarely faults fresh pages in, and
+//! copies take (their buffers' capacity, not only the bytes in them);
+//! besides it, a [`BufferPool`] keeps the buffers of a few dropped flushes
+//! for the next copies, so that copying rarely faults fresh pages in, and
 //! a copy a reader is still copying out of lives until it is done.
 //!
 //! What is held is exactly what a flush wrote at those offsets, and no
@@ -23,7 +23,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
+
+use crate::aligned::{BufferPool, PooledBuf};
 
 /// Buffers of dropped flushes kept for the next copies.
 const SPARE_BUFFERS_KEPT: usize = 4;
@@ -31,19 +33,28 @@ const SPARE_BUFFERS_KEPT: usize = 4;
 /// Bounded copies of the latest flushes of every partition.
 pub(crate) struct RecentFlushes {
     capacity_bytes: u64,
-    state: Mutex<State>,
-    /// Buffers of flushes dropped to make room, for the next copies.
-    spare: Mutex<Vec<Vec<u8>>>,
+    state: RwLock<State>,
+    /// Buffers for the copies; a dropped copy's buffer goes back to it.
+    buffers: Arc<BufferPool>,
     hits: AtomicU64,
 }
 
 #[derive(Default)]
 struct State {
     /// Per partition: a flush's value-log offset and the bytes it wrote.
-    by_partition: Vec<BTreeMap<u64, Arc<Vec<u8>>>>,
+    by_partition: Vec<BTreeMap<u64, Arc<PooledBuf>>>,
     /// Every flush held, oldest first, as (partition, offset).
     order: VecDeque<(usize, u64)>,
+    /// Capacity of the buffers of the flushes held.
     bytes: u64,
+}
+
+/// Where a value-log offset stands among the flushes held.
+enum Lookup {
+    /// In the flush held at this offset.
+    In(u64, Arc<PooledBuf>),
+    /// In none; the next flush held starts here, if any does.
+    Before(Option<u64>),
 }
 
 impl RecentFlushes {
@@ -52,11 +63,11 @@ impl RecentFlushes {
     pub(crate) fn new(partitions: usize, capacity_bytes: u64) -> Self {
         Self {
             capacity_bytes,
-            state: Mutex::new(State {
+            state: RwLock::new(State {
                 by_partition: vec![BTreeMap::new(); partitions],
                 ..State::default()
             }),
-            spare: Mutex::new(Vec::new()),
+            buffers: BufferPool::new(SPARE_BUFFERS_KEPT),
             hits: AtomicU64::new(0),
         }
     }
@@ -68,74 +79,52 @@ impl RecentFlushes {
         if written.is_empty() || written.len() as u64 > self.capacity_bytes {
             return;
         }
-        // Copied before the lock: under it only the maps change. A spare
-        // buffer is taken only if it is not much larger than the copy, so
-        // that a small flush does not hold a large allocation.
-        let spare = {
-            let mut spare = self.spare.lock();
-            let fits = spare
-                .iter()
-                .position(|b| b.capacity() >= written.len() && b.capacity() / 2 < written.len());
-            fits.map(|i| spare.swap_remove(i))
-        };
-        let mut copy = spare.unwrap_or_default();
-        copy.clear();
-        copy.extend_from_slice(written);
-        let len = copy.capacity() as u64;
-        let copy = Arc::new(copy);
+        // Copied before the lock: under it only the maps change.
+        let mut copy = self.buffers.take(written.len());
+        copy.copy_from_slice(written);
+        let copy_bytes = copy.capacity() as u64;
         let mut dropped = Vec::new();
         {
-            let mut st = self.state.lock();
+            let mut st = self.state.write();
             let Some(held) = st.by_partition.get_mut(partition) else {
                 return;
             };
-            if let Some(old) = held.insert(offset, copy) {
-                st.bytes -= old.capacity() as u64;
-            } else {
-                st.order.push_back((partition, offset));
+            match held.insert(offset, Arc::new(copy)) {
+                Some(old) => {
+                    st.bytes -= old.capacity() as u64;
+                    dropped.push(old);
+                }
+                None => st.order.push_back((partition, offset)),
             }
-            st.bytes += len;
+            st.bytes += copy_bytes;
             while st.bytes > self.capacity_bytes {
                 let Some((oldest_partition, oldest_offset)) = st.order.pop_front() else {
                     break;
                 };
                 if let Some(old) = st.by_partition[oldest_partition].remove(&oldest_offset) {
                     st.bytes -= old.capacity() as u64;
-                    // Freed or kept after the lock is released.
                     dropped.push(old);
                 }
             }
         }
-        for old in dropped {
-            // A reader copying out of it still holds it: then it is freed
-            // when the reader is done.
-            if let Ok(buffer) = Arc::try_unwrap(old) {
-                let mut spare = self.spare.lock();
-                if spare.len() < SPARE_BUFFERS_KEPT {
-                    spare.push(buffer);
-                }
-            }
-        }
+        // Back to the pool (or freed) after the lock is released; a copy a
+        // reader still holds goes back when the reader is done with it.
+        drop(dropped);
     }
 
     /// Copies `range` of `partition`'s value log into `dst` if one flush
     /// held holds all of it; returns whether one did. Counts a read
     /// answered.
     pub(crate) fn copy_out(&self, partition: usize, range: Range<u64>, dst: &mut [u8]) -> bool {
-        let Some((offset, records)) = self.flush_at(partition, range.start) else {
+        let Lookup::In(offset, written) = self.lookup(partition, range.start) else {
             return false;
         };
-        let (Some(from), Some(to)) = (
-            range.start.checked_sub(offset),
-            range.end.checked_sub(offset),
-        ) else {
-            return false;
-        };
-        let (from, to) = (from as usize, to as usize);
-        if to > records.len() || to - from != dst.len() {
+        let from = (range.start - offset) as usize;
+        let to = range.end.saturating_sub(offset) as usize;
+        if to > written.len() || to.checked_sub(from) != Some(dst.len()) {
             return false;
         }
-        dst.copy_from_slice(&records[from..to]);
+        dst.copy_from_slice(&written[from..to]);
         self.hits.fetch_add(1, Ordering::Relaxed);
         true
     }
@@ -145,34 +134,38 @@ impl RecentFlushes {
     /// bytes), and counts a read answered. When no flush held covers
     /// `at`, copies nothing and tells where the next one held starts.
     pub(crate) fn copy_from(&self, partition: usize, at: u64, dst: &mut [u8]) -> Copied {
-        let found = self.flush_at(partition, at).and_then(|(offset, written)| {
-            let from = (at - offset) as usize;
-            (from < written.len()).then_some((from, written))
-        });
-        let Some((from, written)) = found else {
-            let st = self.state.lock();
-            let next = st
-                .by_partition
-                .get(partition)
-                .and_then(|held| held.range(at..).next().map(|(&offset, _)| offset));
-            return Copied::Nothing { next };
+        let (offset, written) = match self.lookup(partition, at) {
+            Lookup::In(offset, written) => (offset, written),
+            Lookup::Before(next) => return Copied::Nothing { next },
         };
+        let from = (at - offset) as usize;
         let len = dst.len().min(written.len() - from);
         dst[..len].copy_from_slice(&written[from..from + len]);
         self.hits.fetch_add(1, Ordering::Relaxed);
         Copied::Bytes(len)
     }
 
-    /// The flush held that starts at or below `at`, if any, and its offset.
-    fn flush_at(&self, partition: usize, at: u64) -> Option<(u64, Arc<Vec<u8>>)> {
-        let st = self.state.lock();
-        let (&offset, written) = st.by_partition.get(partition)?.range(..=at).next_back()?;
-        Some((offset, Arc::clone(written)))
+    /// Where `at` stands among `partition`'s flushes held, under one read
+    /// lock; the copy itself is made by the caller without it.
+    fn lookup(&self, partition: usize, at: u64) -> Lookup {
+        if self.capacity_bytes == 0 {
+            return Lookup::Before(None);
+        }
+        let st = self.state.read();
+        let Some(held) = st.by_partition.get(partition) else {
+            return Lookup::Before(None);
+        };
+        if let Some((&offset, written)) = held.range(..=at).next_back()
+            && at - offset < written.len() as u64
+        {
+            return Lookup::In(offset, Arc::clone(written));
+        }
+        Lookup::Before(held.range(at..).next().map(|(&offset, _)| offset))
     }
 
     /// Reads answered from here, and the bytes the copies held take.
     pub(crate) fn stats(&self) -> (u64, u64) {
-        (self.hits.load(Ordering::Relaxed), self.state.lock().bytes)
+        (self.hits.load(Ordering::Relaxed), self.state.read().bytes)
     }
 }
 

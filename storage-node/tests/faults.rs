@@ -484,6 +484,13 @@ fn a_read_error_fails_that_read_and_leaves_the_data_intact() {
     assert_all_readable(&engine, &expected);
 }
 
+/// The small test configuration with `bytes` for copies of recent flushes.
+fn with_recent_write_bytes(dir: &Path, bytes: u64) -> StorageConfig {
+    let mut config = small_config(dir, PARTITIONS);
+    config.recent_write_bytes = bytes;
+    config
+}
+
 /// Opens `config` on a disk whose value-log reads all fail, after `puts`
 /// numbered keys of `len` bytes went in (and many buffers were flushed).
 fn with_value_log_reads_failing(
@@ -510,8 +517,7 @@ fn with_value_log_reads_failing(
 #[test]
 fn records_flushed_a_moment_ago_are_read_from_memory_not_from_the_disk() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut config = small_config(dir.path(), PARTITIONS);
-    config.recent_write_bytes = 4 << 20;
+    let config = with_recent_write_bytes(dir.path(), 4 << 20);
     // 600 records of about 2 KiB: 1.2 MiB through 64 KiB buffers.
     let (engine, plan, acked) = with_value_log_reads_failing(&config, 600, 2000);
     assert_all_readable(&engine, &acked);
@@ -556,8 +562,7 @@ fn records_flushed_a_moment_ago_are_read_from_memory_not_from_the_disk() {
 #[test]
 fn past_its_bound_the_oldest_flushes_are_read_from_the_disk_again() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut config = small_config(dir.path(), PARTITIONS);
-    config.recent_write_bytes = 128 << 10;
+    let config = with_recent_write_bytes(dir.path(), 128 << 10);
     let (engine, plan, acked) = with_value_log_reads_failing(&config, 600, 2000);
     let stats = engine.stats();
     assert!(stats.recent_write_bytes <= 128 << 10, "{stats:?}");
@@ -606,8 +611,7 @@ fn past_its_bound_the_oldest_flushes_are_read_from_the_disk_again() {
 #[test]
 fn without_copies_of_recent_flushes_every_flushed_record_is_read_from_the_disk() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut config = small_config(dir.path(), PARTITIONS);
-    config.recent_write_bytes = 0;
+    let config = with_recent_write_bytes(dir.path(), 0);
     let (engine, plan, acked) = with_value_log_reads_failing(&config, 600, 2000);
     let index = build_index(&engine);
     let oldest = index[&acked[0].0];

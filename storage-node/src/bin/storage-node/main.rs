@@ -142,9 +142,8 @@ pub struct EngineArgs {
     /// less, and resume once it has more (0: no reserve).
     #[arg(long, default_value_t = storage_node::config::DEFAULT_DISK_RESERVE_BYTES)]
     disk_reserve_bytes: u64,
-    /// Bytes of the latest flushes of the value logs kept in memory, so
-    /// that reading a record written a moment ago needs no disk read (0:
-    /// none).
+    /// Memory for copies of the latest flushes of the value logs, so that
+    /// reading bytes written a moment ago needs no disk read (0: none).
     #[arg(long, default_value_t = storage_node::config::DEFAULT_RECENT_WRITE_BYTES)]
     recent_write_bytes: u64,
 }
