@@ -588,24 +588,38 @@ fn past_its_bound_the_oldest_flushes_are_read_from_the_disk_again() {
     assert_eq!(plan.failed(Op::Read, Files::ValueLog), failed);
     plan.stop_failing(Op::Read);
     assert_all_readable(&engine, &acked);
-    // A range read over a whole partition takes its oldest bytes from the
-    // disk and its newest from the copies and the write buffers, and holds
-    // what a read of the disk alone holds.
-    let end = engine.stats().partitions[0].committed_end;
+    // Range reads over whole partitions take their oldest bytes from the
+    // disk and their newest from the copies and the write buffers (the
+    // copies held may all be of one partition), and hold what a read of
+    // the disk alone holds.
+    let ends: Vec<u64> = engine
+        .stats()
+        .partitions
+        .iter()
+        .map(|p| p.committed_end)
+        .collect();
     let (disk_reads, copies) = (
         plan.succeeded(Op::Read, Files::ValueLog),
         engine.stats().recent_write_reads,
     );
-    let mixed = engine.read_range(0, 0, end as usize).expect("range read");
+    let mixed: Vec<Vec<u8>> = ends
+        .iter()
+        .enumerate()
+        .map(|(p, &end)| {
+            let range = engine.read_range(p, 0, end as usize).expect("range read");
+            range.bytes().to_vec()
+        })
+        .collect();
     assert!(plan.succeeded(Op::Read, Files::ValueLog) > disk_reads);
     assert!(engine.stats().recent_write_reads > copies);
-    let mixed = mixed.bytes().to_vec();
     engine.close().expect("close");
     drop(engine);
     let engine = StorageEngine::open(config).expect("reopen");
-    let from_disk = engine.read_range(0, 0, end as usize).expect("range read");
-    assert_eq!(mixed.len() as u64, end);
-    assert!(from_disk.bytes() == &mixed[..]);
+    for (p, (&end, mixed)) in ends.iter().zip(&mixed).enumerate() {
+        let from_disk = engine.read_range(p, 0, end as usize).expect("range read");
+        assert_eq!(mixed.len() as u64, end, "partition {p}");
+        assert!(from_disk.bytes() == &mixed[..], "partition {p}");
+    }
 }
 
 #[test]
