@@ -230,29 +230,48 @@ fn sequential_and_hot_reads_are_served_from_windows() {
     assert!(sequential.window_fetches >= 5, "{sequential:?}");
 
     // A hot region of about one window moving from the newest data back.
+    // Reads that outrun the window being fetched for a region read their
+    // records on their own (a miss never waits for a window), so how many
+    // miss depends on how busy the machine is; what does not is that each
+    // region comes to be served by the windows as a whole, by a few fetches.
     let per_region = (4 << 20) / 4124;
     let mut top = keys;
     let mut seed = 17u64;
+    let mut regions = 0;
+    let before_hot = engine.stats();
     while top > 0 {
         let bottom = top.saturating_sub(per_region);
         let mut region: Vec<u64> = (bottom..top).collect();
-        for i in (1..region.len()).rev() {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            region.swap(i, (seed % (i as u64 + 1)) as usize);
-        }
-        for i in region {
-            let value = engine.get(&i.to_be_bytes()).expect("get").expect("present");
-            assert_eq!(&value[..], &value_for(&i.to_be_bytes(), 0, value_len)[..]);
-        }
+        let served_by_windows = (0..100).any(|_| {
+            for i in (1..region.len()).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                region.swap(i, (seed % (i as u64 + 1)) as usize);
+            }
+            let misses = engine.stats().misses;
+            for &i in &region {
+                let value = engine.get(&i.to_be_bytes()).expect("get").expect("present");
+                assert_eq!(&value[..], &value_for(&i.to_be_bytes(), 0, value_len)[..]);
+            }
+            engine.stats().misses == misses
+        });
+        assert!(
+            served_by_windows,
+            "keys {bottom}..{top} from windows: {:?}",
+            engine.stats()
+        );
+        regions += 1;
         top = bottom;
     }
     let after = engine.stats();
-    let hits = after.hits - sequential.hits;
-    let misses = after.misses - sequential.misses;
-    let ratio = hits as f64 / (hits + misses) as f64;
-    assert!(ratio > 0.99, "hot read hit ratio {ratio} ({misses} misses)");
+    let fetches = after.window_fetches - before_hot.window_fetches;
+    let hits = after.hits - before_hot.hits;
+    let misses = after.misses - before_hot.misses;
+    assert!(
+        fetches <= 2 * regions,
+        "{fetches} window fetches for {regions} regions ({hits} hits, {misses} misses)"
+    );
 }
 
 #[test]
@@ -267,10 +286,20 @@ fn windows_never_serve_an_overwritten_or_deleted_value() {
             .put_on(0, &i.to_be_bytes(), &value_for(&i.to_be_bytes(), 0, 1000))
             .expect("put");
     }
-    for i in 0..500u64 {
-        engine.get(&i.to_be_bytes()).expect("get").expect("present");
-    }
-    assert!(engine.stats().hits > 400, "the windows are in use");
+    // Reads that outrun a window still being fetched read their records on
+    // their own; read again until a whole pass is answered by the windows.
+    let all_from_windows = (0..100).any(|_| {
+        let misses = engine.stats().misses;
+        for i in 0..500u64 {
+            engine.get(&i.to_be_bytes()).expect("get").expect("present");
+        }
+        engine.stats().misses == misses
+    });
+    assert!(
+        all_from_windows,
+        "the windows are in use: {:?}",
+        engine.stats()
+    );
     for i in (0..500u64).step_by(3) {
         engine
             .put_on(0, &i.to_be_bytes(), &value_for(&i.to_be_bytes(), 1, 1000))
