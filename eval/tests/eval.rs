@@ -327,9 +327,9 @@ fn the_crash_test_loses_nothing_acknowledged() {
             "900",
         ],
     );
-    assert_eq!(report["passed"], true);
     let rounds = report["rounds"].as_array().expect("rounds");
-    assert_eq!(rounds.len(), 3);
+    assert_eq!(rounds.len(), 3, "{report}");
+    assert_eq!(report["passed"], true, "{report}");
     assert!(
         rounds.iter().any(|r| r["killed"] == "compute"),
         "a compute node was killed"
@@ -358,6 +358,6 @@ fn the_crash_test_loses_nothing_acknowledged() {
         .sum();
     assert!(
         batches_at_kills > 0,
-        "no kill landed while a batch of several was under way"
+        "no kill landed while a batch of several was under way: {report}"
     );
 }
