@@ -23,25 +23,26 @@ use storage_node::{IoEngineKind, StorageConfig, StorageEngine};
 const THREADS: usize = 16;
 const VALUE_BYTES: usize = 4096;
 
+/// The environment variable `name` parsed as a `T`, or `None` if it is not
+/// set; a value that does not parse stops the benchmark with its name.
+fn env_setting<T: std::str::FromStr>(name: &str) -> Option<T> {
+    let value = std::env::var(name).ok()?;
+    match value.parse() {
+        Ok(parsed) => Some(parsed),
+        Err(_) => panic!("{name}={value} is not a valid setting"),
+    }
+}
+
 fn main() {
-    let total_bytes: u64 = std::env::var("SPLITKV_BENCH_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2 << 30);
-    let io_engine: IoEngineKind = std::env::var("SPLITKV_IO_ENGINE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_default();
+    let total_bytes: u64 = env_setting("SPLITKV_BENCH_BYTES").unwrap_or(2 << 30);
+    let io_engine: IoEngineKind = env_setting("SPLITKV_IO_ENGINE").unwrap_or_default();
     let base = std::env::var("SPLITKV_BENCH_DIR")
         .unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").to_string());
     let dir = tempfile::tempdir_in(&base).expect("bench directory");
 
     let mut config = StorageConfig::new(dir.path().join("data"));
     config.io_engine = io_engine;
-    if let Some(bytes) = std::env::var("SPLITKV_RECENT_WRITE_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(bytes) = env_setting("SPLITKV_RECENT_WRITE_BYTES") {
         config.recent_write_bytes = bytes;
     }
     let engine = Arc::new(StorageEngine::open(config).expect("open engine"));

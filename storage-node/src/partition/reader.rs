@@ -158,8 +158,9 @@ impl Partition {
 
     /// Reads and verifies the record at `offset` of `len` bytes if none of
     /// it has to come from the disk (it is in a write buffer, the node's
-    /// copies of recent flushes or the page cache): `Ok(None)` otherwise. Never waits for the device, so it may
-    /// run on a thread that must not block.
+    /// copies of recent flushes or the page cache): `Ok(None)` otherwise.
+    /// Never waits for the device, so it may run on a thread that must not
+    /// block.
     pub(crate) fn read_in_memory(&self, offset: u64, len: usize) -> Result<Option<RecordBytes>> {
         self.read_record(offset, len, Via::CacheNoWait)
     }
