@@ -89,6 +89,11 @@ pub struct StorageConfig {
     /// disk read (the value log is written with O_DIRECT, which leaves
     /// nothing in the page cache). The oldest flushes make room. 0: none.
     pub recent_write_bytes: u64,
+    /// How long opening the data directory waits for its lock while
+    /// another process holds it, in milliseconds, before it fails with
+    /// [`crate::StorageError::Locked`]: a node killed a moment ago lets it
+    /// go a little after it has ended.
+    pub lock_wait_ms: u64,
 }
 
 /// Default disk reserve: 256 MiB. Garbage collection copies one segment at
@@ -107,7 +112,8 @@ pub const DEFAULT_RECENT_WRITE_BYTES: u64 = 256 << 20;
 impl StorageConfig {
     /// The defaults (16 partitions, 1 MiB buffers, 8 MiB key-log chunks,
     /// [`DEFAULT_SEGMENT_BYTES`] segments, mmap durability, io_uring,
-    /// [`DEFAULT_DISK_RESERVE_BYTES`], [`DEFAULT_RECENT_WRITE_BYTES`]) for
+    /// [`DEFAULT_DISK_RESERVE_BYTES`], [`DEFAULT_RECENT_WRITE_BYTES`],
+    /// [`crate::dir_lock::DEFAULT_LOCK_WAIT_MS`]) for
     /// `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
@@ -122,6 +128,7 @@ impl StorageConfig {
             gc: crate::gc::GcConfig::default(),
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
             recent_write_bytes: DEFAULT_RECENT_WRITE_BYTES,
+            lock_wait_ms: crate::dir_lock::DEFAULT_LOCK_WAIT_MS,
         }
     }
 }

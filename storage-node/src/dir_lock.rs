@@ -1,14 +1,16 @@
 //! The lock that keeps a second process out of a data directory, and the
-//! wait for a dead holder's lock to be let go.
+//! wait for a holder's lock to be let go.
 //!
 //! The lock is an advisory lock on the directory's LOCK file (taken through
 //! [`Disk::try_lock`]), held by an open descriptor: the kernel releases it
 //! when the holder dies. A process killed with `kill -9` can keep it a
-//! little longer (its io_uring workers hold its files for about 0.1 s after
-//! it is reaped), so the holder writes who it is into the file: its pid and
-//! its start time. A node that finds the lock held by a process that no
-//! longer runs waits for it (at most [`DEAD_HOLDER_WAIT_MS`], with one log
-//! line); a live holder gets [`StorageError::Locked`] at once.
+//! little longer (its io_uring workers hold its files after it is reaped),
+//! and while it is being torn down `/proc` may still show it running, so a
+//! node that finds the lock held waits for it in every case, up to the
+//! bound it is given, with one log line. Only a lock still held at the
+//! bound is refused with [`StorageError::Locked`], which names the holder
+//! (the holder writes its pid and start time into the file) and says
+//! whether it still runs.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -19,10 +21,13 @@ use crate::error::{Result, StorageError};
 /// The lock file's name in a data directory.
 pub(crate) const LOCK: &str = "LOCK";
 
-/// The longest a node waits for a lock whose holder is no longer running.
-pub const DEAD_HOLDER_WAIT_MS: u64 = 10_000;
+/// The default longest wait for a held lock, in milliseconds
+/// ([`crate::StorageConfig::lock_wait_ms`]): far past the time a killed
+/// node takes to let its lock go, short enough that a second node started
+/// on a directory in use says so soon.
+pub const DEFAULT_LOCK_WAIT_MS: u64 = 10_000;
 
-/// Pause between two tries while a dead holder's lock is let go.
+/// Pause between two tries while the lock is held.
 const RETRY_MS: u64 = 10;
 
 /// Bytes of the holder record: fixed, so that a shorter record written over
@@ -38,35 +43,41 @@ pub struct DirLock {
 
 impl DirLock {
     /// Takes the lock of `dir` through `disk` and records this process as
-    /// its holder. While a running process holds it, fails at once with
-    /// [`StorageError::Locked`] (naming the holder's pid when it is known);
-    /// while it is held for a process that no longer runs, waits up to
-    /// [`DEAD_HOLDER_WAIT_MS`] for the kernel to let it go.
-    pub fn acquire(disk: &dyn Disk, dir: &Path) -> Result<Self> {
+    /// its holder. While another process holds it, tries again until
+    /// `wait_ms` has passed, whether or not the holder seems to run (a
+    /// process killed a moment ago may still show in `/proc` while it is
+    /// torn down); fails with [`StorageError::Locked`] if the lock is still
+    /// held then.
+    pub fn acquire(disk: &dyn Disk, dir: &Path, wait_ms: u64) -> Result<Self> {
         let path = dir.join(LOCK);
-        let deadline = Instant::now() + Duration::from_millis(DEAD_HOLDER_WAIT_MS);
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
         let mut waiting_logged = false;
         loop {
             match disk.try_lock(&path) {
                 Ok(lock) => {
                     record_holder(disk, &path)?;
+                    if waiting_logged {
+                        tracing::info!(dir = %dir.display(), "took the data directory's lock");
+                    }
                     return Ok(Self { _lock: lock });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     let holder = read_holder(disk, &path);
-                    let dead = holder.is_some_and(|h| !h.is_running());
-                    if !dead || Instant::now() >= deadline {
+                    if Instant::now() >= deadline {
                         return Err(StorageError::Locked {
                             dir: dir.to_path_buf(),
                             holder_pid: holder.map(|h| h.pid),
+                            holder_running: holder.is_none_or(|h| h.is_running()),
+                            waited_ms: wait_ms,
                         });
                     }
                     if !waiting_logged {
                         tracing::info!(
                             dir = %dir.display(),
                             holder_pid = holder.map(|h| h.pid),
-                            "the data directory's lock is still held for a process that has ended; \
-                             waiting up to {DEAD_HOLDER_WAIT_MS} ms for it to be released"
+                            holder_running = holder.map(|h| h.is_running()),
+                            "the data directory's lock is held by another process; \
+                             waiting up to {wait_ms} ms for it to be released"
                         );
                         waiting_logged = true;
                     }

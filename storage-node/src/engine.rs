@@ -106,7 +106,7 @@ impl StorageEngine {
         let dir = config.data_dir.clone();
         disk.create_dir_all(&dir)
             .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
-        let lock = DirLock::acquire(&*disk, &dir)?;
+        let lock = DirLock::acquire(&*disk, &dir, config.lock_wait_ms)?;
         recovery::probe_direct_io(&*disk, &dir)?;
         let manifest = Manifest::load_or_create(&*disk, &config)?;
         check_segment_holds_largest_record(&manifest, &config)?;

@@ -21,18 +21,27 @@ pub enum StorageError {
     /// shutting down. A client receives exactly this error.
     #[error(transparent)]
     Refused(#[from] WireError),
-    /// Another process holds the data directory's lock: a running one, or
-    /// one that ended but whose lock was still held after
-    /// [`crate::dir_lock::DEAD_HOLDER_WAIT_MS`].
+    /// Another process still held the data directory's lock after the
+    /// node waited [`crate::StorageConfig::lock_wait_ms`] for it.
     #[error(
-        "data directory {dir} is in use by another process (its LOCK file is held{})",
-        holder_pid.map_or_else(String::new, |pid| format!(" by pid {pid}"))
+        "data directory {dir} is in use by another process: its LOCK file was still held{} \
+         after waiting {waited_ms} ms",
+        match (holder_pid, holder_running) {
+            (Some(pid), true) => format!(" by pid {pid}, which is running"),
+            (Some(pid), false) => format!(" for pid {pid}, which has ended (another process shares its open file)"),
+            (None, _) => String::new(),
+        }
     )]
     Locked {
         /// The data directory.
         dir: PathBuf,
         /// The holder's pid as it recorded it, if it did.
         holder_pid: Option<u32>,
+        /// Whether the recorded holder still ran at the end of the wait
+        /// (true where it is unknown).
+        holder_running: bool,
+        /// How long the node waited for the lock, in milliseconds.
+        waited_ms: u64,
     },
     /// The data directory's file system does not support O_DIRECT, which the
     /// value log needs; there is no fallback to buffered writes.

@@ -294,18 +294,28 @@ pub fn start_storage(
         .spawn()
         .expect("spawn the storage node");
     let stdout = child.stdout.take().expect("storage stdout");
-    let stderr = child.stderr.take().expect("storage stderr");
+    let mut stderr = child.stderr.take().expect("storage stderr");
     let process = Process {
         child,
         what: "storage node",
     };
-    let port = watch_lines(stdout, false, |line| {
+    let port = match watch_lines(stdout, false, |line| {
         line.strip_prefix(STORAGE_READY).map(str::to_string)
     })
     .recv_timeout(START_TIMEOUT)
-    .expect("the storage node reports that it serves")
-    .parse()
-    .expect("port");
+    {
+        Ok(port) => port.parse().expect("port"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            // The child closed its stdout without serving: it failed, and
+            // its stderr says why.
+            let mut said = String::new();
+            let _ = stderr.read_to_string(&mut said);
+            panic!("the storage node did not serve:\n{said}");
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the storage node did not report that it serves within {START_TIMEOUT:?}")
+        }
+    };
     let found = watch_lines(stderr, true, on_stderr);
     (process, port, found)
 }

@@ -118,6 +118,9 @@ pub struct FaultPlan {
     pub refuse_direct_opens: AtomicBool,
     /// `Disk::try_lock` answers that another process holds the lock.
     pub refuse_locks: AtomicBool,
+    /// `Disk::try_lock` answers that another process holds the lock this
+    /// many more times (each answer counts one down), then takes it.
+    pub refuse_locks_times: AtomicUsize,
     /// What `Disk::free_bytes` answers, if set (`u64::MAX`: the real
     /// figure).
     pub free_bytes: AtomicU64,
@@ -350,7 +353,14 @@ impl Disk for FaultDisk {
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<FileLock> {
-        if self.plan.refuse_locks.load(Ordering::SeqCst) {
+        let refused_once = self
+            .plan
+            .refuse_locks_times
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(1)
+            })
+            .is_ok();
+        if refused_once || self.plan.refuse_locks.load(Ordering::SeqCst) {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
                 "held by another process (injected)",

@@ -146,6 +146,11 @@ pub struct EngineArgs {
     /// reading bytes written a moment ago needs no disk read (0: none).
     #[arg(long, default_value_t = storage_node::config::DEFAULT_RECENT_WRITE_BYTES)]
     recent_write_bytes: u64,
+    /// How long to wait for the data directory's lock while another process
+    /// holds it, in milliseconds, before refusing to start (a node killed a
+    /// moment ago lets it go a little after it has ended).
+    #[arg(long, default_value_t = storage_node::dir_lock::DEFAULT_LOCK_WAIT_MS)]
+    lock_wait_ms: u64,
 }
 
 impl EngineArgs {
@@ -157,6 +162,7 @@ impl EngineArgs {
         config.segment_bytes = self.segment_bytes;
         config.disk_reserve_bytes = self.disk_reserve_bytes;
         config.recent_write_bytes = self.recent_write_bytes;
+        config.lock_wait_ms = self.lock_wait_ms;
         config.gc = GcConfig {
             interval_ms: self.gc_interval_ms,
             min_dead_percent: self.gc_min_dead_percent,
