@@ -201,7 +201,7 @@ impl StorageEngine {
         // nothing they could shadow is left.
         node.directory
             .forget_gone_below(crate::partition::tombstone_floor_seq(&partitions));
-        let collector = match Collector::start(partitions.clone(), config.gc) {
+        let collector = match Collector::start(Arc::clone(&node), partitions.clone(), config.gc) {
             Ok(collector) => collector,
             Err(e) => {
                 stop_partitions(&partitions);
