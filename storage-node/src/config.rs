@@ -30,16 +30,19 @@ impl std::fmt::Display for Durability {
     }
 }
 
-impl std::str::FromStr for Durability {
-    type Err = String;
+/// A name that is not a [`Durability`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown durability {0:?}: expected mmap or sync")]
+pub struct UnknownDurability(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for Durability {
+    type Err = UnknownDurability;
+
+    fn from_str(s: &str) -> Result<Self, UnknownDurability> {
         match s {
             "mmap" => Ok(Durability::Mmap),
             "sync" => Ok(Durability::Sync),
-            other => Err(format!(
-                "unknown durability {other:?}: expected mmap or sync"
-            )),
+            other => Err(UnknownDurability(other.to_string())),
         }
     }
 }

@@ -32,11 +32,11 @@ pub struct GcReport {
 /// Runs garbage collection for one engine: passes on request and, unless
 /// turned off, on its own thread every interval. One pass at a time.
 pub(crate) struct Collector {
-    shared: Arc<Shared>,
+    shared: Arc<CollectorState>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-struct Shared {
+struct CollectorState {
     node: Arc<NodeState>,
     partitions: Vec<Arc<Partition>>,
     config: GcConfig,
@@ -56,7 +56,7 @@ impl Collector {
         partitions: Vec<Arc<Partition>>,
         config: GcConfig,
     ) -> Result<Self> {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(CollectorState {
             node,
             partitions,
             config,
@@ -103,7 +103,7 @@ impl Collector {
     }
 }
 
-impl Shared {
+impl CollectorState {
     fn run(&self) {
         let interval = Duration::from_millis(self.config.interval_ms);
         loop {

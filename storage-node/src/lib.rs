@@ -34,7 +34,7 @@ pub mod server;
 mod space;
 mod uring;
 
-pub use config::{Durability, GcConfig, Limits, StorageConfig};
+pub use config::{Durability, GcConfig, Limits, StorageConfig, UnknownDurability};
 pub use disk::{Disk, DiskFile, FileKind, Mapping, OsDisk};
 pub use engine::{StorageEngine, StorageStats};
 pub use error::StorageError;
@@ -45,4 +45,4 @@ pub use partition::{
     OwnedWrite, RangeRead, RecordBytes, Submitted, WriteCompletion, WriteOp,
 };
 pub use splitkv_common::message::{PartitionReport, WireError, WriteAck};
-pub use uring::IoEngineKind;
+pub use uring::{IoEngineKind, UnknownIoEngine};

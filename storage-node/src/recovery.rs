@@ -319,7 +319,7 @@ pub(crate) fn probe_direct_io(disk: &dyn Disk, data_dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use crate::aligned::DIRECT_ALIGN;
-    use crate::buffer::{BufferState, Header, WriteBuffer};
+    use crate::buffer::{BufferHeader, BufferState, WriteBuffer};
     use crate::{IoEngineKind, OsDisk, StorageConfig, StorageEngine};
 
     /// A crash leaves a buffer `Filling` whose bytes past the fill are stale
@@ -345,7 +345,7 @@ mod tests {
                 WriteBuffer::open(&disk, &buffer_path, config.buffer_bytes).expect("open buffer");
             // SAFETY: no engine has the buffer open.
             unsafe { buffer.data_mut(0, config.buffer_bytes) }.fill(0xAA);
-            buffer.write_header(Header {
+            buffer.write_header(BufferHeader {
                 state: BufferState::Filling,
                 base: 0,
                 fill,
