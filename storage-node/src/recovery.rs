@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use crate::aligned::align_up;
 use crate::buffer::{BufferState, WriteBuffer};
-use crate::checkpoint::{self, Checkpoint};
+use crate::checkpoint::{self, Checkpoint, CheckpointError};
 use crate::disk::{Disk, FileKind};
 use crate::error::{Result, StorageError};
 use crate::keylog::{KeyLog, ScanSummary};
@@ -206,14 +206,13 @@ fn choose_checkpoint(
     report: &mut PartitionRecovery,
 ) -> Result<Chosen> {
     let (current, previous) = checkpoint::load(disk, dir);
-    let usable = |found: Result<Arc<Checkpoint>, String>| match found {
+    let usable = |found: checkpoint::Loaded| match found {
         Ok(c) if c.position >= keylog.first_position() && c.position <= keylog.end() => Ok(c),
-        Ok(c) => Err(format!(
-            "its position {} is outside the key log's {}..{}",
-            c.position,
-            keylog.first_position(),
-            keylog.end()
-        )),
+        Ok(c) => Err(CheckpointError::OutsideKeyLog {
+            position: c.position,
+            first: keylog.first_position(),
+            end: keylog.end(),
+        }),
         Err(reason) => Err(reason),
     };
     let mut problems = Vec::new();
@@ -239,7 +238,7 @@ fn choose_checkpoint(
                         .filter(|_| name == checkpoint::CURRENT),
                 });
             }
-            Err(reason) if reason == "none" => {}
+            Err(CheckpointError::Missing) => {}
             Err(reason) => {
                 report.checkpoints_passed_over += 1;
                 problems.push(format!("{name} passed over: {reason}"));
