@@ -4,7 +4,6 @@
 //! and epoch, which applies it at once or queues it behind the partition's
 //! earlier writes and answers when it completes.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -66,36 +65,25 @@ pub(crate) async fn write(
     }
 }
 
-/// A write request's keys and operations, in order.
-type KeysAndOps<'a> = (Cow<'a, [&'a [u8]]>, Cow<'a, [BatchEntry]>);
-
 /// The batch a write request asks for, holding its keys and values as
 /// slices of the frame (no copy): a `Put` or a `Delete` is read as a
 /// `WriteMany` of one.
 fn batch_of(body: &RequestBody<'_>, frame: &RawFrame) -> Result<(AckForm, OwnedWrite), WireError> {
-    let (form, (keys, ops)): (AckForm, KeysAndOps<'_>) = match body {
+    // The one operation of a `Put` or a `Delete`.
+    let single: [BatchEntry; 1];
+    let (form, keys, ops): (AckForm, &[&[u8]], &[BatchEntry]) = match body {
         RequestBody::Put { key, expire_at_ms } => {
-            let value_len = u32::try_from(frame.blob.len()).unwrap_or(u32::MAX);
-            let put = BatchEntry::Put {
-                value_len,
+            single = [BatchEntry::Put {
+                value_len: u32::try_from(frame.blob.len()).unwrap_or(u32::MAX),
                 expire_at_ms: *expire_at_ms,
-            };
-            (
-                AckForm::One,
-                (Cow::Owned(vec![*key]), Cow::Owned(vec![put])),
-            )
+            }];
+            (AckForm::One, std::slice::from_ref(key), &single)
         }
-        RequestBody::Delete { key } => (
-            AckForm::One,
-            (Cow::Owned(vec![*key]), Cow::Owned(vec![BatchEntry::Delete])),
-        ),
-        RequestBody::WriteMany { keys, ops } => (
-            AckForm::Many,
-            (
-                Cow::Borrowed(keys.as_slice()),
-                Cow::Borrowed(ops.as_slice()),
-            ),
-        ),
+        RequestBody::Delete { key } => {
+            single = [BatchEntry::Delete];
+            (AckForm::One, std::slice::from_ref(key), &single)
+        }
+        RequestBody::WriteMany { keys, ops } => (AckForm::Many, keys, ops),
         _ => {
             return Err(WireError::BadRequest {
                 reason: "not a write".into(),
@@ -107,7 +95,7 @@ fn batch_of(body: &RequestBody<'_>, frame: &RawFrame) -> Result<(AckForm, OwnedW
             reason: "a batch needs one operation per key".into(),
         });
     }
-    let values = message::split_values(&frame.blob, &ops).map_err(|e| WireError::BadRequest {
+    let values = message::split_values(&frame.blob, ops).map_err(|e| WireError::BadRequest {
         reason: e.to_string(),
     })?;
     let ops = keys
