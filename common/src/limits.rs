@@ -14,9 +14,8 @@ pub const DEFAULT_MAX_KEY_BYTES: usize = 1024;
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 16 << 20;
 
 /// Longest range read of a partition's value log, in bytes: a protocol
-/// limit (the storage node refuses longer ranges, the client accepts
-/// responses this large whatever its record limits).
-pub const MAX_RANGE_BYTES: usize = 16 << 20;
+/// limit, defined with the messages and named here beside the other limits.
+pub use crate::message::MAX_RANGE_BYTES;
 
 /// Limits on what a write may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -101,12 +101,17 @@ pub enum Role {
     Reader,
 }
 
+/// Longest range read of a partition's value log, in bytes: a protocol
+/// limit (the storage node refuses longer ranges, the client accepts
+/// responses this large whatever its record limits).
+pub const MAX_RANGE_BYTES: usize = 16 << 20;
+
 /// Most records one [`RequestBody::GetMany`] reads.
 pub const MAX_READS_PER_REQUEST: usize = 256;
 
 /// Most bytes of records one [`RequestBody::GetMany`] of more than one read
 /// asks for (a single read may be as long as a record can be).
-pub const MAX_GET_MANY_BYTES: usize = crate::limits::MAX_RANGE_BYTES;
+pub const MAX_GET_MANY_BYTES: usize = MAX_RANGE_BYTES;
 
 /// Where a record is, for [`RequestBody::GetMany`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -59,7 +59,7 @@ impl BufferState {
 
 /// The header as read from the mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
+pub struct BufferHeader {
     /// Lifecycle state.
     pub state: BufferState,
     /// Value-log offset of the first data byte.
@@ -90,7 +90,7 @@ impl WriteBuffer {
             capacity,
         };
         if buffer.read_u64(0) != MAGIC {
-            buffer.write_header(Header {
+            buffer.write_header(BufferHeader {
                 state: BufferState::Free,
                 base: 0,
                 fill: 0,
@@ -107,8 +107,8 @@ impl WriteBuffer {
 
     /// Reads the header. An unknown state code reads as `Sealed`, so that
     /// recovery errs on the side of writing the data out.
-    pub fn header(&self) -> Header {
-        Header {
+    pub fn header(&self) -> BufferHeader {
+        BufferHeader {
             state: BufferState::from_code(self.read_u64(8) as u32).unwrap_or(BufferState::Sealed),
             base: self.read_u64(16),
             fill: self.read_u64(24),
@@ -117,7 +117,7 @@ impl WriteBuffer {
 
     /// Writes a whole header. `fill` and `base` are stored before `state`,
     /// so a crash in between never pairs a live state with stale fields.
-    pub fn write_header(&self, header: Header) {
+    pub fn write_header(&self, header: BufferHeader) {
         self.write_u64(24, header.fill);
         self.write_u64(16, header.base);
         self.write_u64(8, u64::from(header.state.code()));

@@ -57,6 +57,54 @@ const HEADER_BYTES: usize = 72;
 /// Payload bytes per frame of a checkpoint's body.
 const FRAME_PAYLOAD_BYTES: usize = 60 << 10;
 
+/// Why a partition does not open from one of its checkpoint files.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum CheckpointError {
+    /// There is no such file.
+    #[error("none")]
+    Missing,
+    /// The file could not be read.
+    #[error("unreadable: {0}")]
+    Unreadable(Arc<std::io::Error>),
+    /// The file's bytes do not verify.
+    #[error(transparent)]
+    Invalid(#[from] InvalidCheckpoint),
+    /// The checkpoint verifies but covers a key-log position the key log
+    /// does not hold.
+    #[error("its position {position} is outside the key log's {first}..{end}")]
+    OutsideKeyLog {
+        /// The checkpoint's position.
+        position: u64,
+        /// The key log's first position.
+        first: u64,
+        /// The key log's end.
+        end: u64,
+    },
+}
+
+/// Why a checkpoint file's bytes do not verify.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum InvalidCheckpoint {
+    /// Shorter than its header.
+    #[error("shorter than its header")]
+    Short,
+    /// The magic is not a checkpoint's.
+    #[error("not a checkpoint")]
+    NotACheckpoint,
+    /// The header's checksum does not match.
+    #[error("header checksum mismatch")]
+    HeaderChecksum,
+    /// The body length does not fit in memory.
+    #[error("body length out of range")]
+    BodyLengthOutOfRange,
+    /// The body is not as long as the header says.
+    #[error("torn: the body is not as long as the header says")]
+    Torn,
+    /// The body's checksum does not match.
+    #[error("body checksum mismatch")]
+    BodyChecksum,
+}
+
 /// A checkpoint of one partition's key log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Checkpoint {
@@ -102,23 +150,24 @@ impl Checkpoint {
     }
 
     /// Decodes and verifies a checkpoint file's bytes.
-    fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let header = bytes.get(..HEADER_BYTES).ok_or("shorter than its header")?;
+    fn decode(bytes: &[u8]) -> Result<Self, InvalidCheckpoint> {
+        let header = bytes.get(..HEADER_BYTES).ok_or(InvalidCheckpoint::Short)?;
         if header[..8] != MAGIC {
-            return Err("not a checkpoint".into());
+            return Err(InvalidCheckpoint::NotACheckpoint);
         }
         let u64_at = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("8"));
         let u32_at = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4"));
         if crc32c::crc32c(&header[..68]) != u32_at(68) {
-            return Err("header checksum mismatch".into());
+            return Err(InvalidCheckpoint::HeaderChecksum);
         }
-        let body_len = usize::try_from(u64_at(40)).map_err(|_| "body length out of range")?;
+        let body_len =
+            usize::try_from(u64_at(40)).map_err(|_| InvalidCheckpoint::BodyLengthOutOfRange)?;
         let body = bytes
             .get(HEADER_BYTES..)
             .filter(|body| body.len() == body_len)
-            .ok_or("torn: the body is not as long as the header says")?;
+            .ok_or(InvalidCheckpoint::Torn)?;
         if crc32c::crc32c(body) != u32_at(64) {
-            return Err("body checksum mismatch".into());
+            return Err(InvalidCheckpoint::BodyChecksum);
         }
         Ok(Self {
             position: u64_at(8),
@@ -371,29 +420,27 @@ pub(crate) fn store(disk: &dyn Disk, dir: &Path, checkpoint: &Checkpoint) -> std
     disk.sync_dir(dir)
 }
 
+/// A checkpoint file read and verified, or why it cannot be opened from.
+pub(crate) type Loaded = Result<Arc<Checkpoint>, CheckpointError>;
+
 /// The current and previous checkpoints of partition directory `dir`,
 /// each `Err` with the reason if it is missing, torn or corrupt.
-pub(crate) fn load(
-    disk: &dyn Disk,
-    dir: &Path,
-) -> (
-    Result<Arc<Checkpoint>, String>,
-    Result<Arc<Checkpoint>, String>,
-) {
-    let read = |name: &str| -> Result<Arc<Checkpoint>, String> {
+pub(crate) fn load(disk: &dyn Disk, dir: &Path) -> (Loaded, Loaded) {
+    let read = |name: &str| -> Loaded {
         let path = dir.join(name);
+        let unreadable = |e| CheckpointError::Unreadable(Arc::new(e));
         let file = match disk.open(&path, FileKind::Plain, false) {
             Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err("none".into()),
-            Err(e) => return Err(format!("unreadable: {e}")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(CheckpointError::Missing);
+            }
+            Err(e) => return Err(unreadable(e)),
         };
-        let len = file.len_bytes().map_err(|e| format!("unreadable: {e}"))?;
+        let len = file.len_bytes().map_err(unreadable)?;
         let mut bytes = vec![0u8; len as usize];
-        let got = file
-            .read_at(&mut bytes, 0)
-            .map_err(|e| format!("unreadable: {e}"))?;
+        let got = file.read_at(&mut bytes, 0).map_err(unreadable)?;
         bytes.truncate(got);
-        Checkpoint::decode(&bytes).map(Arc::new)
+        Ok(Arc::new(Checkpoint::decode(&bytes)?))
     };
     (read(CURRENT), read(PREVIOUS))
 }

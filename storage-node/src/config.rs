@@ -30,16 +30,19 @@ impl std::fmt::Display for Durability {
     }
 }
 
-impl std::str::FromStr for Durability {
-    type Err = String;
+/// A name that is not a [`Durability`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown durability {0:?}: expected mmap or sync")]
+pub struct UnknownDurability(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for Durability {
+    type Err = UnknownDurability;
+
+    fn from_str(s: &str) -> Result<Self, UnknownDurability> {
         match s {
             "mmap" => Ok(Durability::Mmap),
             "sync" => Ok(Durability::Sync),
-            other => Err(format!(
-                "unknown durability {other:?}: expected mmap or sync"
-            )),
+            other => Err(UnknownDurability(other.to_string())),
         }
     }
 }
@@ -78,7 +81,7 @@ pub struct StorageConfig {
     /// Key and value limits.
     pub limits: Limits,
     /// Garbage collection.
-    pub gc: crate::gc::GcConfig,
+    pub gc: GcConfig,
     /// Puts are refused (as disk full, without poisoning the node) while
     /// the data directory's file system has less free space than this, so
     /// that garbage collection can always make room; they resume once
@@ -125,10 +128,68 @@ impl StorageConfig {
             durability: Durability::Mmap,
             io_engine: IoEngineKind::Uring,
             limits: Limits::default(),
-            gc: crate::gc::GcConfig::default(),
+            gc: GcConfig::default(),
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
             recent_write_bytes: DEFAULT_RECENT_WRITE_BYTES,
             lock_wait_ms: crate::dir_lock::DEFAULT_LOCK_WAIT_MS,
+        }
+    }
+}
+
+/// Garbage-collection settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcConfig {
+    /// How often the GC thread looks for a segment to collect, in
+    /// milliseconds; 0 turns the thread off (collection then runs only when
+    /// asked, [`crate::StorageEngine::collect_garbage`]).
+    pub interval_ms: u64,
+    /// A segment is collected once at least this share of its record
+    /// bytes, in percent, is dead.
+    pub min_dead_percent: u8,
+    /// The GC copies live records at most this fast, in bytes per second
+    /// per node, plus a quarter of the value bytes written meanwhile: the
+    /// foreground keeps at least 80 % of the write bandwidth under load,
+    /// and a quiet node still reclaims at this rate. 0: no limit.
+    pub copy_bytes_per_s: u64,
+    /// A partition's key log is checkpointed at a clean close and, if this
+    /// is not 0, at the end of a collection pass once this many bytes were
+    /// appended since its last checkpoint (and
+    /// [`GcConfig::checkpoint_keylog_growth_percent`] allows it): a restart
+    /// after a crash then replays at most about the larger of this and the
+    /// checkpoint's size per partition on top of its checkpoint. 0: at a
+    /// clean close only.
+    /// Making a checkpoint holds a copy of the partition's keys while it
+    /// folds them (the storage node's directory holds every key already).
+    pub checkpoint_every_keylog_bytes: u64,
+    /// The GC thread checkpoints a partition only once the key log appended
+    /// since its last checkpoint is at least this share, in percent, of that
+    /// checkpoint's size, so that rewriting a large checkpoint costs at most
+    /// this share of the key log it folds in (as Redis's
+    /// `auto-aof-rewrite-percentage`). 0: whenever
+    /// [`GcConfig::checkpoint_every_keylog_bytes`] were appended.
+    pub checkpoint_keylog_growth_percent: u64,
+    /// While the GC thread runs, puts wait for its next pass (at most a
+    /// second each) whenever the node's dead bytes exceed this share of
+    /// its live bytes, in percent, plus one segment per partition: disk
+    /// use then stays within about (1 + this / 100) times the live data
+    /// plus the segments being written, however fast clients write. 0: no
+    /// bound.
+    pub max_dead_percent_of_live: u64,
+}
+
+impl Default for GcConfig {
+    /// Every 100 ms, segments half dead, 64 MiB/s, a checkpoint every
+    /// 64 MiB of key log once it has grown by the checkpoint's own size
+    /// (Redis's `auto-aof-rewrite-min-size` and `-percentage`), dead bytes at
+    /// most 1.5 times the live ones plus a segment per partition.
+    fn default() -> Self {
+        Self {
+            interval_ms: 100,
+            min_dead_percent: 50,
+            copy_bytes_per_s: 64 << 20,
+            checkpoint_every_keylog_bytes: 64 << 20,
+            checkpoint_keylog_growth_percent: 100,
+            max_dead_percent_of_live: 150,
         }
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::aligned::DIRECT_ALIGN;
-use crate::uring::{IoEngine, IoEngineKind};
+use crate::uring::{IoEngineKind, WriteBackend};
 
 /// How a file is accessed, which decides how it is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +150,7 @@ pub trait Mapping: Send + Sync {
 
 /// The real file system, with O_DIRECT writes carried by io_uring or pwrite.
 pub struct OsDisk {
-    engine: Arc<IoEngine>,
+    backend: Arc<WriteBackend>,
 }
 
 impl OsDisk {
@@ -159,7 +159,7 @@ impl OsDisk {
     /// one warning and uses pwrite instead; [`Disk::io_engine`] tells which.
     pub fn new(requested: IoEngineKind) -> Self {
         Self {
-            engine: Arc::new(IoEngine::start(requested)),
+            backend: Arc::new(WriteBackend::start(requested)),
         }
     }
 }
@@ -179,7 +179,7 @@ impl Disk for OsDisk {
             file,
             cached,
             kind,
-            engine: Arc::clone(&self.engine),
+            backend: Arc::clone(&self.backend),
         }))
     }
 
@@ -241,7 +241,7 @@ impl Disk for OsDisk {
     }
 
     fn io_engine(&self) -> IoEngineKind {
-        self.engine.kind()
+        self.backend.kind()
     }
 }
 
@@ -252,7 +252,7 @@ struct OsFile {
     /// (such reads are then direct).
     cached: Option<File>,
     kind: FileKind,
-    engine: Arc<IoEngine>,
+    backend: Arc<WriteBackend>,
 }
 
 /// `path` opened read-only through the page cache, with readahead turned
@@ -360,7 +360,7 @@ impl DiskFile for OsFile {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.check_direct_alignment(buf.as_ptr() as usize, buf.len(), offset)?;
         match self.kind {
-            FileKind::Direct => self.engine.write_at(self.file.as_raw_fd(), buf, offset),
+            FileKind::Direct => self.backend.write_at(self.file.as_raw_fd(), buf, offset),
             FileKind::Mapped | FileKind::Plain => self.file.write_all_at(buf, offset),
         }
     }

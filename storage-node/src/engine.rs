@@ -12,7 +12,7 @@ use crate::config::{Durability, Limits, StorageConfig};
 use crate::dir_lock::DirLock;
 use crate::directory::{KeyDirectory, Version};
 use crate::disk::{Disk, OsDisk};
-use crate::error::{Result, StorageError};
+use crate::error::{ManifestError, Result, StorageError};
 use crate::gc::{Collector, GcReport};
 use crate::manifest::{EpochFile, Manifest};
 use crate::node_state::{NodeSettings, NodeState};
@@ -201,7 +201,7 @@ impl StorageEngine {
         // nothing they could shadow is left.
         node.directory
             .forget_gone_below(crate::partition::tombstone_floor_seq(&partitions));
-        let collector = match Collector::start(partitions.clone(), config.gc) {
+        let collector = match Collector::start(Arc::clone(&node), partitions.clone(), config.gc) {
             Ok(collector) => collector,
             Err(e) => {
                 stop_partitions(&partitions);
@@ -583,10 +583,10 @@ fn check_segment_holds_largest_record(manifest: &Manifest, config: &StorageConfi
     if largest > manifest.segment_bytes {
         return Err(StorageError::Manifest {
             path: config.data_dir.join("MANIFEST"),
-            reason: format!(
-                "its value-log segments of {} bytes cannot hold a record of the largest key and value the limits allow ({largest} bytes); lower the value limit",
-                manifest.segment_bytes
-            ),
+            reason: ManifestError::SegmentTooSmall {
+                segment_bytes: manifest.segment_bytes,
+                largest,
+            },
         });
     }
     Ok(())

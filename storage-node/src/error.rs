@@ -71,7 +71,96 @@ pub enum StorageError {
         /// The manifest file.
         path: PathBuf,
         /// What is wrong.
-        reason: String,
+        reason: ManifestError,
+    },
+}
+
+/// What is wrong with a data directory's manifest or writer epoch file,
+/// or with the layout a configuration asks of a new one.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file could not be read (or is too large, or not UTF-8).
+    #[error("unreadable: {0}")]
+    Unreadable(#[source] std::io::Error),
+    /// The manifest does not verify.
+    #[error(transparent)]
+    Invalid(#[from] InvalidManifest),
+    /// The data directory has another partition count than the
+    /// configuration asks for.
+    #[error("the data directory has {found} partitions, the configuration asks for {asked}")]
+    PartitionCount {
+        /// The directory's count.
+        found: usize,
+        /// The configuration's.
+        asked: usize,
+    },
+    /// There is no manifest and the directory holds something else.
+    #[error(
+        "missing, and the directory is not empty (it holds {0:?}); \
+         refusing to create a store in it"
+    )]
+    ForeignDirectory(std::ffi::OsString),
+    /// A value-log segment cannot hold the largest record the limits
+    /// allow.
+    #[error(
+        "its value-log segments of {segment_bytes} bytes cannot hold a record of the largest key and value the limits allow ({largest} bytes); lower the value limit"
+    )]
+    SegmentTooSmall {
+        /// The directory's segment size.
+        segment_bytes: u64,
+        /// The largest record, aligned.
+        largest: u64,
+    },
+    /// The writer epoch file's checksum does not match.
+    #[error("writer epoch checksum mismatch")]
+    EpochChecksum,
+}
+
+/// Why a manifest's text, or a layout, is not one this build opens.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidManifest {
+    /// The first line is not the manifest header.
+    #[error("not a SplitKV manifest")]
+    NotAManifest,
+    /// A line is not `name = value`.
+    #[error("malformed line {0:?}")]
+    MalformedLine(String),
+    /// A value is not a number.
+    #[error("malformed number in {0:?}")]
+    MalformedNumber(String),
+    /// A field is missing.
+    #[error("missing field {0}")]
+    MissingField(&'static str),
+    /// The format version does not fit.
+    #[error("format out of range")]
+    FormatOutOfRange,
+    /// Another format version than this build reads.
+    #[error("format version {found} is not supported by this build (which reads version {reads})")]
+    OtherFormat {
+        /// The directory's version.
+        found: u32,
+        /// The version this build reads.
+        reads: u32,
+    },
+    /// The partition count is not in 1..=1024.
+    #[error("partition count {0} is not in 1..=1024")]
+    PartitionCount(usize),
+    /// The buffer size is not a positive multiple of 4096.
+    #[error("buffer_bytes {0} is not a positive multiple of 4096")]
+    BufferBytes(usize),
+    /// The key-log chunk size is not a positive multiple of 4096.
+    #[error("keylog_chunk_bytes {0} is not a positive multiple of 4096")]
+    KeylogChunkBytes(usize),
+    /// The segment size is not a multiple of 4096 of at least the buffer
+    /// size.
+    #[error(
+        "segment_bytes {segment_bytes} is not a multiple of 4096 of at least buffer_bytes ({buffer_bytes})"
+    )]
+    SegmentBytes {
+        /// The segment size.
+        segment_bytes: u64,
+        /// The buffer size.
+        buffer_bytes: usize,
     },
 }
 

@@ -1,18 +1,18 @@
-//! Garbage collection across the node: which segment to collect and how
-//! long to pause to keep to a copy rate (plain functions), the passes that
-//! collect every partition's eligible segments, and the thread that runs a
-//! pass every interval. Copying a segment is the partition's
+//! Garbage collection across the node: how long to pause to keep to a copy
+//! rate (a plain function), the passes that collect every partition's
+//! eligible segments, and the thread that runs a pass every interval.
+//! Choosing a partition's segments and copying them is the partition's
 //! (`partition::gc`).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::directory::SegmentUsage;
+use crate::config::GcConfig;
 use crate::error::{Result, StorageError};
+use crate::node_state::NodeState;
 use crate::partition::{CheckpointRound, Partition};
 use splitkv_common::message::WireError;
 
@@ -32,11 +32,12 @@ pub struct GcReport {
 /// Runs garbage collection for one engine: passes on request and, unless
 /// turned off, on its own thread every interval. One pass at a time.
 pub(crate) struct Collector {
-    shared: Arc<Shared>,
+    shared: Arc<CollectorState>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-struct Shared {
+struct CollectorState {
+    node: Arc<NodeState>,
     partitions: Vec<Arc<Partition>>,
     config: GcConfig,
     /// Held for the length of a pass.
@@ -48,10 +49,15 @@ struct Shared {
 }
 
 impl Collector {
-    /// A collector of `partitions`, with its thread started unless
-    /// `config.interval_ms` is 0.
-    pub(crate) fn start(partitions: Vec<Arc<Partition>>, config: GcConfig) -> Result<Self> {
-        let shared = Arc::new(Shared {
+    /// A collector of `partitions`, which share `node`, with its thread
+    /// started unless `config.interval_ms` is 0.
+    pub(crate) fn start(
+        node: Arc<NodeState>,
+        partitions: Vec<Arc<Partition>>,
+        config: GcConfig,
+    ) -> Result<Self> {
+        let shared = Arc::new(CollectorState {
+            node,
             partitions,
             config,
             pass: Mutex::new(()),
@@ -90,16 +96,14 @@ impl Collector {
     pub(crate) fn stop(&self) {
         *self.shared.stopping.lock() = true;
         self.shared.wake.notify_all();
-        if let Some(partition) = self.shared.partitions.first() {
-            partition.stop_dead_bytes_bound();
-        }
+        self.shared.node.dead_bound.turn_off();
         if let Some(thread) = self.thread.lock().take() {
             let _ = thread.join();
         }
     }
 }
 
-impl Shared {
+impl CollectorState {
     fn run(&self) {
         let interval = Duration::from_millis(self.config.interval_ms);
         loop {
@@ -130,9 +134,7 @@ impl Shared {
                 Err(e) => {
                     tracing::error!("garbage collection stopped: {e}");
                     *self.failure.lock() = Some(e.to_string());
-                    if let Some(partition) = self.partitions.first() {
-                        partition.stop_dead_bytes_bound();
-                    }
+                    self.node.dead_bound.turn_off();
                     return;
                 }
             }
@@ -176,16 +178,13 @@ impl Shared {
         // copy is dead at once.
         let mut planned = Vec::new();
         for partition in &self.partitions {
-            if partition.is_writable() {
+            if self.node.check_writable().is_ok() {
                 let head = partition.head_segment();
                 let ids = partition.gc_candidates(min_dead_percent, head);
                 planned.extend(ids.into_iter().map(|id| (partition.id(), id)));
             }
         }
-        let Some(any) = self.partitions.first() else {
-            return Ok(report);
-        };
-        let live = any.live_in_segments(&planned);
+        let live = self.node.directory.live_in_segments(&planned);
         // Copy; then one sync of every partition copied from, all at once
         // (a sync under load takes a while, and the copies of all its
         // segments share it); then free what no live record holds.
@@ -214,7 +213,7 @@ impl Shared {
             })
         })?;
         let copied_ids: Vec<(usize, u64)> = copied.iter().map(|&(p, id, _)| (p, id)).collect();
-        let still_live = any.live_in_segments(&copied_ids);
+        let still_live = self.node.directory.live_in_segments(&copied_ids);
         for (partition, id, collected) in copied {
             if still_live.contains_key(&(partition, id)) {
                 continue;
@@ -235,107 +234,24 @@ impl Shared {
             // not yet committed, and drop the deletes below the floor. (No
             // relocation is under way: only passes write them, one at a
             // time, and this one's are done.)
-            let next_seq = self.partitions.first().map_or(0, |p| p.next_seq());
+            let next_seq = self.node.peek_next_seq();
             let round = CheckpointRound::while_writing(&self.partitions, next_seq);
             for partition in &self.partitions {
-                if partition.is_writable()
+                if self.node.check_writable().is_ok()
                     && partition.checkpoint_due(every, self.config.checkpoint_keylog_growth_percent)
                 {
                     partition.write_checkpoint(splitkv_common::clock::now_ms(), &round)?;
                 }
             }
-            if let Some(partition) = self.partitions.first() {
-                partition.forget_gone_below(round.tombstone_floor_seq);
-            }
+            self.node
+                .directory
+                .forget_gone_below(round.tombstone_floor_seq);
         }
         // What the pass freed (or an operator did) lets puts in again.
-        if let Some(partition) = self.partitions.first() {
-            partition.refresh_free_space();
-            partition.collection_pass_ended();
-        }
+        self.node.space.refresh();
+        self.node.dead_bound.pass_ended();
         Ok(report)
     }
-}
-
-/// Garbage-collection settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GcConfig {
-    /// How often the GC thread looks for a segment to collect, in
-    /// milliseconds; 0 turns the thread off (collection then runs only when
-    /// asked, [`crate::StorageEngine::collect_garbage`]).
-    pub interval_ms: u64,
-    /// A segment is collected once at least this share of its record
-    /// bytes, in percent, is dead.
-    pub min_dead_percent: u8,
-    /// The GC copies live records at most this fast, in bytes per second
-    /// per node, plus a quarter of the value bytes written meanwhile: the
-    /// foreground keeps at least 80 % of the write bandwidth under load,
-    /// and a quiet node still reclaims at this rate. 0: no limit.
-    pub copy_bytes_per_s: u64,
-    /// A partition's key log is checkpointed at a clean close and, if this
-    /// is not 0, at the end of a collection pass once this many bytes were
-    /// appended since its last checkpoint (and
-    /// [`GcConfig::checkpoint_keylog_growth_percent`] allows it): a restart
-    /// after a crash then replays at most about the larger of this and the
-    /// checkpoint's size per partition on top of its checkpoint. 0: at a
-    /// clean close only.
-    /// Making a checkpoint holds a copy of the partition's keys while it
-    /// folds them (the storage node's directory holds every key already).
-    pub checkpoint_every_keylog_bytes: u64,
-    /// The GC thread checkpoints a partition only once the key log appended
-    /// since its last checkpoint is at least this share, in percent, of that
-    /// checkpoint's size, so that rewriting a large checkpoint costs at most
-    /// this share of the key log it folds in (as Redis's
-    /// `auto-aof-rewrite-percentage`). 0: whenever
-    /// [`GcConfig::checkpoint_every_keylog_bytes`] were appended.
-    pub checkpoint_keylog_growth_percent: u64,
-    /// While the GC thread runs, puts wait for its next pass (at most a
-    /// second each) whenever the node's dead bytes exceed this share of
-    /// its live bytes, in percent, plus one segment per partition: disk
-    /// use then stays within about (1 + this / 100) times the live data
-    /// plus the segments being written, however fast clients write. 0: no
-    /// bound.
-    pub max_dead_percent_of_live: u64,
-}
-
-impl Default for GcConfig {
-    /// Every 100 ms, segments half dead, 64 MiB/s, a checkpoint every
-    /// 64 MiB of key log once it has grown by the checkpoint's own size
-    /// (Redis's `auto-aof-rewrite-min-size` and `-percentage`), dead bytes at
-    /// most 1.5 times the live ones plus a segment per partition.
-    fn default() -> Self {
-        Self {
-            interval_ms: 100,
-            min_dead_percent: 50,
-            copy_bytes_per_s: 64 << 20,
-            checkpoint_every_keylog_bytes: 64 << 20,
-            checkpoint_keylog_growth_percent: 100,
-            max_dead_percent_of_live: 150,
-        }
-    }
-}
-
-/// The segments to collect, most dead bytes first (ties: the oldest
-/// first): of the segments in `files` below `head` (the segment being
-/// written), those with at least `min_dead_percent` of their record bytes
-/// dead (a segment with no record bytes at all counts as wholly dead).
-pub(crate) fn eligible_segments(
-    usage: &BTreeMap<u64, SegmentUsage>,
-    files: &[u64],
-    head: u64,
-    min_dead_percent: u8,
-) -> Vec<u64> {
-    let mut eligible: Vec<(u64, u64)> = files
-        .iter()
-        .filter(|&&id| id < head)
-        .filter_map(|&id| {
-            let segment = usage.get(&id).copied().unwrap_or_default();
-            (segment.dead_bytes * 100 >= u64::from(min_dead_percent) * segment.written_bytes)
-                .then_some((id, segment.dead_bytes))
-        })
-        .collect();
-    eligible.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    eligible.into_iter().map(|(id, _)| id).collect()
 }
 
 /// Of the foreground's written bytes, the share the GC may copy on top of
@@ -363,46 +279,6 @@ pub(crate) fn pause_for_rate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn usage(entries: &[(u64, u64, u64)]) -> BTreeMap<u64, SegmentUsage> {
-        entries
-            .iter()
-            .map(|&(id, written_bytes, dead_bytes)| {
-                (
-                    id,
-                    SegmentUsage {
-                        written_bytes,
-                        dead_bytes,
-                    },
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn eligible_segments_below_the_head_come_deadest_first() {
-        let u = usage(&[(0, 100, 40), (1, 100, 60), (2, 100, 90), (3, 100, 100)]);
-        assert_eq!(
-            eligible_segments(&u, &[0, 1, 2, 3], 3, 50),
-            vec![2, 1],
-            "3 is the head"
-        );
-        assert_eq!(
-            eligible_segments(&u, &[0, 1, 3], 3, 50),
-            vec![1],
-            "2 has no file"
-        );
-        assert!(eligible_segments(&u, &[0, 1, 2, 3], 3, 95).is_empty());
-        assert_eq!(eligible_segments(&u, &[0, 1, 2, 3], 3, 0), vec![2, 1, 0]);
-    }
-
-    #[test]
-    fn a_segment_without_records_is_wholly_dead_and_ties_go_to_the_oldest() {
-        let u = usage(&[(1, 100, 50), (2, 100, 50)]);
-        assert_eq!(eligible_segments(&u, &[0, 3], 5, 50), vec![0, 3]);
-        assert_eq!(eligible_segments(&u, &[2, 1], 5, 50), vec![1, 2]);
-        assert!(eligible_segments(&u, &[1, 2], 1, 50).is_empty());
-    }
 
     #[test]
     fn the_pause_keeps_the_copy_rate_plus_a_quarter_of_the_foreground() {

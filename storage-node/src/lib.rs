@@ -34,15 +34,15 @@ pub mod server;
 mod space;
 mod uring;
 
-pub use config::{Durability, Limits, StorageConfig};
+pub use config::{Durability, GcConfig, Limits, StorageConfig, UnknownDurability};
 pub use disk::{Disk, DiskFile, FileKind, Mapping, OsDisk};
 pub use engine::{StorageEngine, StorageStats};
 pub use error::StorageError;
-pub use gc::{GcConfig, GcReport};
+pub use gc::GcReport;
 pub use keylog::ScanSummary;
 pub use partition::{
     ExportCursor, ExportProgress, MAX_QUEUED_WRITES_PER_PARTITION, MAX_RANGE_BYTES, OwnedOp,
     OwnedWrite, RangeRead, RecordBytes, Submitted, WriteCompletion, WriteOp,
 };
 pub use splitkv_common::message::{PartitionReport, WireError, WriteAck};
-pub use uring::IoEngineKind;
+pub use uring::{IoEngineKind, UnknownIoEngine};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::config::StorageConfig;
 use crate::dir_lock::LOCK;
 use crate::disk::{Disk, DiskFile, FileKind};
-use crate::error::{Result, StorageError};
+use crate::error::{InvalidManifest, ManifestError, Result, StorageError};
 
 /// Version of the on-disk format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 5;
@@ -42,34 +42,36 @@ impl Manifest {
         )
     }
 
-    fn parse(text: &str) -> std::result::Result<Self, String> {
+    fn parse(text: &str) -> std::result::Result<Self, InvalidManifest> {
         let mut lines = text.lines();
         if lines.next() != Some(MANIFEST_HEADER) {
-            return Err("not a SplitKV manifest".into());
+            return Err(InvalidManifest::NotAManifest);
         }
         let mut fields = std::collections::HashMap::new();
         for line in lines.filter(|l| !l.trim().is_empty()) {
             let (key, value) = line
                 .split_once('=')
-                .ok_or_else(|| format!("malformed line {line:?}"))?;
+                .ok_or_else(|| InvalidManifest::MalformedLine(line.to_string()))?;
             let value: u64 = value
                 .trim()
                 .parse()
-                .map_err(|_| format!("malformed number in {line:?}"))?;
+                .map_err(|_| InvalidManifest::MalformedNumber(line.to_string()))?;
             fields.insert(key.trim().to_string(), value);
         }
-        let get = |name: &str| {
+        let get = |name: &'static str| {
             fields
                 .get(name)
                 .copied()
-                .ok_or_else(|| format!("missing field {name}"))
+                .ok_or(InvalidManifest::MissingField(name))
         };
         // The version first: the other fields differ between versions.
-        let format = u32::try_from(get("format")?).map_err(|_| "format out of range")?;
+        let format =
+            u32::try_from(get("format")?).map_err(|_| InvalidManifest::FormatOutOfRange)?;
         if format != FORMAT_VERSION {
-            return Err(format!(
-                "format version {format} is not supported by this build (which reads version {FORMAT_VERSION})"
-            ));
+            return Err(InvalidManifest::OtherFormat {
+                found: format,
+                reads: FORMAT_VERSION,
+            });
         }
         let manifest = Manifest {
             format,
@@ -89,20 +91,20 @@ impl Manifest {
     pub fn load_or_create(disk: &dyn Disk, config: &StorageConfig) -> Result<Self> {
         let dir = &config.data_dir;
         let path = dir.join(MANIFEST);
-        let manifest_err = |reason: String| StorageError::Manifest {
+        let manifest_err = |reason: ManifestError| StorageError::Manifest {
             path: path.clone(),
             reason,
         };
         match disk.open(&path, FileKind::Plain, false) {
             Ok(file) => {
                 let text =
-                    read_small(&*file).map_err(|e| manifest_err(format!("unreadable: {e}")))?;
-                let manifest = Self::parse(&text).map_err(manifest_err)?;
+                    read_small(&*file).map_err(|e| manifest_err(ManifestError::Unreadable(e)))?;
+                let manifest = Self::parse(&text).map_err(|e| manifest_err(e.into()))?;
                 if manifest.partitions != config.partitions {
-                    return Err(manifest_err(format!(
-                        "the data directory has {} partitions, the configuration asks for {}",
-                        manifest.partitions, config.partitions
-                    )));
+                    return Err(manifest_err(ManifestError::PartitionCount {
+                        found: manifest.partitions,
+                        asked: config.partitions,
+                    }));
                 }
                 Ok(manifest)
             }
@@ -115,7 +117,7 @@ impl Manifest {
                     keylog_chunk_bytes: config.keylog_chunk_bytes,
                     segment_bytes: config.segment_bytes,
                 };
-                validate_layout(&manifest).map_err(manifest_err)?;
+                validate_layout(&manifest).map_err(|e| manifest_err(e.into()))?;
                 let tmp = dir.join("MANIFEST.tmp");
                 let file = disk
                     .open(&tmp, FileKind::Plain, true)
@@ -132,30 +134,21 @@ impl Manifest {
     }
 }
 
-fn validate_layout(m: &Manifest) -> std::result::Result<(), String> {
+fn validate_layout(m: &Manifest) -> std::result::Result<(), InvalidManifest> {
     if m.partitions == 0 || m.partitions > 1024 {
-        return Err(format!(
-            "partition count {} is not in 1..=1024",
-            m.partitions
-        ));
+        return Err(InvalidManifest::PartitionCount(m.partitions));
     }
     if m.buffer_bytes < 4096 || !m.buffer_bytes.is_multiple_of(4096) {
-        return Err(format!(
-            "buffer_bytes {} is not a positive multiple of 4096",
-            m.buffer_bytes
-        ));
+        return Err(InvalidManifest::BufferBytes(m.buffer_bytes));
     }
     if m.keylog_chunk_bytes < 4096 || !m.keylog_chunk_bytes.is_multiple_of(4096) {
-        return Err(format!(
-            "keylog_chunk_bytes {} is not a positive multiple of 4096",
-            m.keylog_chunk_bytes
-        ));
+        return Err(InvalidManifest::KeylogChunkBytes(m.keylog_chunk_bytes));
     }
     if !m.segment_bytes.is_multiple_of(4096) || m.segment_bytes < m.buffer_bytes as u64 {
-        return Err(format!(
-            "segment_bytes {} is not a multiple of 4096 of at least buffer_bytes ({})",
-            m.segment_bytes, m.buffer_bytes
-        ));
+        return Err(InvalidManifest::SegmentBytes {
+            segment_bytes: m.segment_bytes,
+            buffer_bytes: m.buffer_bytes,
+        });
     }
     Ok(())
 }
@@ -174,10 +167,7 @@ fn refuse_foreign_directory(disk: &dyn Disk, dir: &Path) -> Result<()> {
         if !known.iter().any(|k| name == *k) {
             return Err(StorageError::Manifest {
                 path: dir.join(MANIFEST),
-                reason: format!(
-                    "missing, and the directory is not empty (it holds {name:?}); \
-                     refusing to create a store in it"
-                ),
+                reason: ManifestError::ForeignDirectory(name),
             });
         }
     }
@@ -226,7 +216,7 @@ impl EpochFile {
             if crc != crc32c::crc32c(&raw[..8]) {
                 return Err(StorageError::Manifest {
                     path,
-                    reason: "writer epoch checksum mismatch".into(),
+                    reason: ManifestError::EpochChecksum,
                 });
             }
             epoch
@@ -275,10 +265,13 @@ mod tests {
         assert!(
             Manifest::parse(&m.encode())
                 .unwrap_err()
+                .to_string()
                 .contains("version 99")
         );
         for older in 1..FORMAT_VERSION {
-            let refusal = Manifest::parse(&Manifest { format: older, ..m }.encode()).unwrap_err();
+            let refusal = Manifest::parse(&Manifest { format: older, ..m }.encode())
+                .unwrap_err()
+                .to_string();
             assert!(
                 refusal.contains(&format!("format version {older}"))
                     && refusal.contains(&format!("version {FORMAT_VERSION}")),

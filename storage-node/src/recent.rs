@@ -50,7 +50,7 @@ struct State {
 }
 
 /// Where a value-log offset stands among the flushes held.
-enum Lookup {
+enum HeldAt {
     /// In the flush held at this offset.
     In(u64, Arc<PooledBuf>),
     /// In none; the next flush held starts here, if any does.
@@ -116,7 +116,7 @@ impl RecentFlushes {
     /// held holds all of it; returns whether one did. Counts a read
     /// answered.
     pub(crate) fn copy_out(&self, partition: usize, range: Range<u64>, dst: &mut [u8]) -> bool {
-        let Lookup::In(offset, written) = self.lookup(partition, range.start) else {
+        let HeldAt::In(offset, written) = self.lookup(partition, range.start) else {
             return false;
         };
         let from = (range.start - offset) as usize;
@@ -135,8 +135,8 @@ impl RecentFlushes {
     /// `at`, copies nothing and tells where the next one held starts.
     pub(crate) fn copy_from(&self, partition: usize, at: u64, dst: &mut [u8]) -> Copied {
         let (offset, written) = match self.lookup(partition, at) {
-            Lookup::In(offset, written) => (offset, written),
-            Lookup::Before(next) => return Copied::Nothing { next },
+            HeldAt::In(offset, written) => (offset, written),
+            HeldAt::Before(next) => return Copied::Nothing { next },
         };
         let from = (at - offset) as usize;
         let len = dst.len().min(written.len() - from);
@@ -147,20 +147,20 @@ impl RecentFlushes {
 
     /// Where `at` stands among `partition`'s flushes held, under one read
     /// lock; the copy itself is made by the caller without it.
-    fn lookup(&self, partition: usize, at: u64) -> Lookup {
+    fn lookup(&self, partition: usize, at: u64) -> HeldAt {
         if self.capacity_bytes == 0 {
-            return Lookup::Before(None);
+            return HeldAt::Before(None);
         }
         let st = self.state.read();
         let Some(held) = st.by_partition.get(partition) else {
-            return Lookup::Before(None);
+            return HeldAt::Before(None);
         };
         if let Some((&offset, written)) = held.range(..=at).next_back()
             && at - offset < written.len() as u64
         {
-            return Lookup::In(offset, Arc::clone(written));
+            return HeldAt::In(offset, Arc::clone(written));
         }
-        Lookup::Before(held.range(at..).next().map(|(&offset, _)| offset))
+        HeldAt::Before(held.range(at..).next().map(|(&offset, _)| offset))
     }
 
     /// Reads answered from here, and the bytes the copies held take.

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use crate::aligned::align_up;
 use crate::buffer::{BufferState, WriteBuffer};
-use crate::checkpoint::{self, Checkpoint};
+use crate::checkpoint::{self, Checkpoint, CheckpointError};
 use crate::disk::{Disk, FileKind};
 use crate::error::{Result, StorageError};
 use crate::keylog::{KeyLog, ScanSummary};
@@ -206,14 +206,13 @@ fn choose_checkpoint(
     report: &mut PartitionRecovery,
 ) -> Result<Chosen> {
     let (current, previous) = checkpoint::load(disk, dir);
-    let usable = |found: Result<Arc<Checkpoint>, String>| match found {
+    let usable = |found: checkpoint::Loaded| match found {
         Ok(c) if c.position >= keylog.first_position() && c.position <= keylog.end() => Ok(c),
-        Ok(c) => Err(format!(
-            "its position {} is outside the key log's {}..{}",
-            c.position,
-            keylog.first_position(),
-            keylog.end()
-        )),
+        Ok(c) => Err(CheckpointError::OutsideKeyLog {
+            position: c.position,
+            first: keylog.first_position(),
+            end: keylog.end(),
+        }),
         Err(reason) => Err(reason),
     };
     let mut problems = Vec::new();
@@ -239,7 +238,7 @@ fn choose_checkpoint(
                         .filter(|_| name == checkpoint::CURRENT),
                 });
             }
-            Err(reason) if reason == "none" => {}
+            Err(CheckpointError::Missing) => {}
             Err(reason) => {
                 report.checkpoints_passed_over += 1;
                 problems.push(format!("{name} passed over: {reason}"));
@@ -319,7 +318,7 @@ pub(crate) fn probe_direct_io(disk: &dyn Disk, data_dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use crate::aligned::DIRECT_ALIGN;
-    use crate::buffer::{BufferState, Header, WriteBuffer};
+    use crate::buffer::{BufferHeader, BufferState, WriteBuffer};
     use crate::{IoEngineKind, OsDisk, StorageConfig, StorageEngine};
 
     /// A crash leaves a buffer `Filling` whose bytes past the fill are stale
@@ -345,7 +344,7 @@ mod tests {
                 WriteBuffer::open(&disk, &buffer_path, config.buffer_bytes).expect("open buffer");
             // SAFETY: no engine has the buffer open.
             unsafe { buffer.data_mut(0, config.buffer_bytes) }.fill(0xAA);
-            buffer.write_header(Header {
+            buffer.write_header(BufferHeader {
                 state: BufferState::Filling,
                 base: 0,
                 fill,

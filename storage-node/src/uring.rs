@@ -1,5 +1,6 @@
-//! The engine that carries O_DIRECT writes to the value log: one io_uring
-//! owned by a ring thread, or plain `pwrite` where io_uring is refused.
+//! The disk's write backend, which carries O_DIRECT writes to the value
+//! log: one io_uring owned by a ring thread, or plain `pwrite` where
+//! io_uring is refused.
 //!
 //! Callers block until their write completes. Each write costs its caller
 //! a `write` to the ring thread's eventfd; the ring thread then submits every
@@ -12,7 +13,7 @@
 //! thread has taken some.
 //!
 //! The tests that exercise the ring itself require that io_uring is really
-//! in use and fail when the engine had to fall back to pwrite. On a machine
+//! in use and fail when the backend had to fall back to pwrite. On a machine
 //! known to refuse io_uring, `SPLITKV_EXPECT_IO_URING=0` makes them accept
 //! the fallback (and say so) instead.
 
@@ -25,7 +26,8 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use io_uring::{IoUring, opcode, types};
 
-/// Which engine performs O_DIRECT writes.
+/// Which write backend performs O_DIRECT writes: the value of
+/// `--io-engine`, the name a client and the stats are told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoEngineKind {
     /// io_uring (the default).
@@ -44,41 +46,44 @@ impl fmt::Display for IoEngineKind {
     }
 }
 
-impl std::str::FromStr for IoEngineKind {
-    type Err = String;
+/// A name that is not an [`IoEngineKind`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown I/O engine {0:?}: expected uring or psync")]
+pub struct UnknownIoEngine(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for IoEngineKind {
+    type Err = UnknownIoEngine;
+
+    fn from_str(s: &str) -> Result<Self, UnknownIoEngine> {
         match s {
             "uring" | "io_uring" => Ok(Self::Uring),
             "psync" => Ok(Self::Psync),
-            other => Err(format!(
-                "unknown I/O engine {other:?}: expected uring or psync"
-            )),
+            other => Err(UnknownIoEngine(other.to_string())),
         }
     }
 }
 
-/// The engine actually in use.
-pub(crate) enum IoEngine {
-    Uring(UringEngine),
+/// The write backend actually in use.
+pub(crate) enum WriteBackend {
+    Uring(UringBackend),
     Psync,
 }
 
-impl IoEngine {
-    /// Starts the requested engine, falling back to pwrite (with one warning)
+impl WriteBackend {
+    /// Starts the requested backend, falling back to pwrite (with one warning)
     /// when io_uring cannot be used here.
     pub(crate) fn start(requested: IoEngineKind) -> Self {
         match requested {
-            IoEngineKind::Psync => IoEngine::Psync,
-            IoEngineKind::Uring => match UringEngine::start() {
-                Ok(engine) => IoEngine::Uring(engine),
+            IoEngineKind::Psync => WriteBackend::Psync,
+            IoEngineKind::Uring => match UringBackend::start() {
+                Ok(ring) => WriteBackend::Uring(ring),
                 Err(e) => {
                     tracing::warn!(
                         "io_uring is not available ({e}); O_DIRECT writes will use pwrite \
                          (--io-engine psync). In a container, allow io_uring_setup, \
                          io_uring_enter and io_uring_register in the seccomp profile"
                     );
-                    IoEngine::Psync
+                    WriteBackend::Psync
                 }
             },
         }
@@ -86,16 +91,16 @@ impl IoEngine {
 
     pub(crate) fn kind(&self) -> IoEngineKind {
         match self {
-            IoEngine::Uring(_) => IoEngineKind::Uring,
-            IoEngine::Psync => IoEngineKind::Psync,
+            WriteBackend::Uring(_) => IoEngineKind::Uring,
+            WriteBackend::Psync => IoEngineKind::Psync,
         }
     }
 
     /// Writes all of `buf` at `offset` of `fd` and waits for completion.
     pub(crate) fn write_at(&self, fd: RawFd, buf: &[u8], offset: u64) -> io::Result<()> {
         match self {
-            IoEngine::Uring(engine) => engine.write_at(fd, buf, offset),
-            IoEngine::Psync => pwrite_all(fd, buf, offset),
+            WriteBackend::Uring(ring) => ring.write_at(fd, buf, offset),
+            WriteBackend::Psync => pwrite_all(fd, buf, offset),
         }
     }
 }
@@ -140,7 +145,9 @@ struct WriteRequest {
 // thread is blocked waiting for the completion, so the memory stays valid.
 unsafe impl Send for WriteRequest {}
 
-pub(crate) struct UringEngine {
+/// The io_uring write backend: a ring owned by its thread, to which
+/// callers hand their writes and wait for them to complete.
+pub(crate) struct UringBackend {
     requests: Option<Sender<WriteRequest>>,
     wake: OwnedFd,
     thread: Option<JoinHandle<()>>,
@@ -154,7 +161,7 @@ const RING_ENTRIES: u32 = 64;
 pub(crate) const MAX_QUEUED_WRITES: usize = 64;
 const WAKE_TOKEN: u64 = u64::MAX;
 
-impl UringEngine {
+impl UringBackend {
     fn start() -> io::Result<Self> {
         let mut ring = IoUring::new(RING_ENTRIES)?;
         probe_ring(&mut ring)?;
@@ -190,7 +197,7 @@ impl UringEngine {
             done: done_tx,
         };
         let Some(requests) = &self.requests else {
-            return Err(io::Error::other("io_uring engine is shut down"));
+            return Err(io::Error::other("the io_uring backend is shut down"));
         };
         requests
             .send(request)
@@ -202,7 +209,7 @@ impl UringEngine {
     }
 }
 
-impl Drop for UringEngine {
+impl Drop for UringBackend {
     fn drop(&mut self) {
         self.requests = None;
         let _ = signal(self.wake.as_raw_fd());
@@ -443,8 +450,8 @@ mod tests {
     /// Starts the engine for `kind` and checks that it is the engine asked
     /// for: a silent fallback to pwrite fails the test where io_uring is
     /// expected.
-    fn start_checked(kind: IoEngineKind) -> IoEngine {
-        let engine = IoEngine::start(kind);
+    fn start_checked(kind: IoEngineKind) -> WriteBackend {
+        let engine = WriteBackend::start(kind);
         if kind == IoEngineKind::Uring && !io_uring_expected() {
             if engine.kind() != kind {
                 eprintln!("io_uring is refused here; testing the pwrite fallback instead");
@@ -463,7 +470,7 @@ mod tests {
 
     /// Writes `blocks` distinct 512-byte blocks from each of `writers`
     /// threads at once and checks that each landed where it was written.
-    fn concurrent_writers(engine: &Arc<IoEngine>, writers: usize, blocks: usize) {
+    fn concurrent_writers(engine: &Arc<WriteBackend>, writers: usize, blocks: usize) {
         let file = Arc::new(tempfile::tempfile().expect("tempfile"));
         let start = Arc::new(Barrier::new(writers));
         let threads: Vec<_> = (0..writers)
@@ -535,7 +542,7 @@ mod tests {
     #[test]
     fn uring_carries_more_writers_than_its_queue_holds() {
         let engine = Arc::new(start_checked(IoEngineKind::Uring));
-        if let IoEngine::Uring(uring) = &*engine {
+        if let WriteBackend::Uring(uring) = &*engine {
             let requests = uring.requests.as_ref().expect("running");
             assert_eq!(requests.capacity(), Some(MAX_QUEUED_WRITES));
         }

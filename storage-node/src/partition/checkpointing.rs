@@ -95,12 +95,6 @@ impl Partition {
         self.state.lock().uncommitted_seqs.iter().copied().min()
     }
 
-    /// Forgets the node's marks of deleted keys below `tombstone_floor_seq`
-    /// (see [`crate::directory::KeyDirectory::forget_gone_below`]).
-    pub(crate) fn forget_gone_below(&self, tombstone_floor_seq: u64) {
-        self.node.directory.forget_gone_below(tombstone_floor_seq);
-    }
-
     /// Syncs the key log from the current checkpoint's position (the part
     /// before it was synced when that checkpoint was made) to its end.
     pub(crate) fn sync_key_log(&self) -> Result<()> {

@@ -15,7 +15,9 @@ use splitkv_common::record::{self, RecordError};
 
 use super::Partition;
 use super::writer::WriteOp;
-use crate::directory::{LiveBySegment, Place};
+use std::collections::BTreeMap;
+
+use crate::directory::{Place, SegmentUsage};
 use crate::error::{Result, StorageError};
 use crate::partition::MAX_RANGE_BYTES;
 
@@ -36,18 +38,12 @@ pub(crate) struct Collected {
 impl Partition {
     /// The segments below `below` that garbage collection should collect,
     /// deadest first: those with at least `min_dead_percent` of their
-    /// record bytes dead (see [`crate::gc::eligible_segments`]).
+    /// record bytes dead (see [`eligible_segments`]).
     pub(crate) fn gc_candidates(&self, min_dead_percent: u8, below: u64) -> Vec<u64> {
         let head = self.head_segment().min(below);
         let usage = self.node.directory.segment_usage(self.id);
         let files = self.vlog.segment_ids();
-        crate::gc::eligible_segments(&usage, &files, head, min_dead_percent)
-    }
-
-    /// The live records of each of `segments` (partition, segment id),
-    /// from one look at the node's key directory.
-    pub(crate) fn live_in_segments(&self, segments: &[(usize, u64)]) -> LiveBySegment {
-        self.node.directory.live_in_segments(segments)
+        eligible_segments(&usage, &files, head, min_dead_percent)
     }
 
     /// The partition's id.
@@ -68,13 +64,8 @@ impl Partition {
         self.vlog.segment_of(self.state.lock().tail())
     }
 
-    /// Whether the node takes writes (garbage collection writes too).
-    pub(crate) fn is_writable(&self) -> bool {
-        self.node.check_writable().is_ok()
-    }
-
     /// Copies `live`, the live records of segment `id` in offset order (see
-    /// [`Partition::live_in_segments`]), to the head of the log, as
+    /// [`crate::directory::KeyDirectory::live_in_segments`]), to the head of the log, as
     /// relocations; [`Partition::free_segment`] frees it once
     /// [`Partition::sync`] has made the copies durable. `pace` is called
     /// with the bytes of each batch copied and may pause; it returns false
@@ -226,4 +217,72 @@ fn relocation<'a>(
         seq: place.seq,
         expire_at_ms: place.expire_at_ms,
     })
+}
+
+/// The segments to collect, most dead bytes first (ties: the oldest
+/// first): of the segments in `files` below `head` (the segment being
+/// written), those with at least `min_dead_percent` of their record bytes
+/// dead (a segment with no record bytes at all counts as wholly dead).
+pub(crate) fn eligible_segments(
+    usage: &BTreeMap<u64, SegmentUsage>,
+    files: &[u64],
+    head: u64,
+    min_dead_percent: u8,
+) -> Vec<u64> {
+    let mut eligible: Vec<(u64, u64)> = files
+        .iter()
+        .filter(|&&id| id < head)
+        .filter_map(|&id| {
+            let segment = usage.get(&id).copied().unwrap_or_default();
+            (segment.dead_bytes * 100 >= u64::from(min_dead_percent) * segment.written_bytes)
+                .then_some((id, segment.dead_bytes))
+        })
+        .collect();
+    eligible.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    eligible.into_iter().map(|(id, _)| id).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(entries: &[(u64, u64, u64)]) -> BTreeMap<u64, SegmentUsage> {
+        entries
+            .iter()
+            .map(|&(id, written_bytes, dead_bytes)| {
+                (
+                    id,
+                    SegmentUsage {
+                        written_bytes,
+                        dead_bytes,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn eligible_segments_below_the_head_come_deadest_first() {
+        let u = usage(&[(0, 100, 40), (1, 100, 60), (2, 100, 90), (3, 100, 100)]);
+        assert_eq!(
+            eligible_segments(&u, &[0, 1, 2, 3], 3, 50),
+            vec![2, 1],
+            "3 is the head"
+        );
+        assert_eq!(
+            eligible_segments(&u, &[0, 1, 3], 3, 50),
+            vec![1],
+            "2 has no file"
+        );
+        assert!(eligible_segments(&u, &[0, 1, 2, 3], 3, 95).is_empty());
+        assert_eq!(eligible_segments(&u, &[0, 1, 2, 3], 3, 0), vec![2, 1, 0]);
+    }
+
+    #[test]
+    fn a_segment_without_records_is_wholly_dead_and_ties_go_to_the_oldest() {
+        let u = usage(&[(1, 100, 50), (2, 100, 50)]);
+        assert_eq!(eligible_segments(&u, &[0, 3], 5, 50), vec![0, 3]);
+        assert_eq!(eligible_segments(&u, &[2, 1], 5, 50), vec![1, 2]);
+        assert!(eligible_segments(&u, &[1, 2], 1, 50).is_empty());
+    }
 }

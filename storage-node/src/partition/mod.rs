@@ -372,26 +372,6 @@ impl Partition {
         }
     }
 
-    /// The sequence number the node's next write will take.
-    pub(crate) fn next_seq(&self) -> u64 {
-        self.node.peek_next_seq()
-    }
-
-    /// Reads the node's free disk space against its reserve again.
-    pub(crate) fn refresh_free_space(&self) {
-        self.node.space.refresh();
-    }
-
-    /// A collection pass ended: puts waiting on the dead-bytes bound go on.
-    pub(crate) fn collection_pass_ended(&self) {
-        self.node.dead_bound.pass_ended();
-    }
-
-    /// The GC thread stopped: puts no longer wait on the dead-bytes bound.
-    pub(crate) fn stop_dead_bytes_bound(&self) {
-        self.node.dead_bound.turn_off();
-    }
-
     fn capacity(&self) -> usize {
         self.buffers[0].capacity()
     }

@@ -179,21 +179,21 @@ struct QueuedWrite {
 
 /// The queue of one partition's waiting writes.
 pub(super) struct WriteQueue {
-    inner: Mutex<Waiting>,
+    inner: Mutex<QueueState>,
     /// Signalled when a write joins the queue or the queue closes.
     work_ready: Condvar,
     /// Signalled when the writer thread takes writes out of the queue.
     space_freed: Condvar,
 }
 
-struct Waiting {
+struct QueueState {
     writes: VecDeque<QueuedWrite>,
     /// Writes the writer thread has taken and not yet completed.
     applying: usize,
     closed: bool,
 }
 
-impl Waiting {
+impl QueueState {
     /// True when no submitted write is waiting or being applied.
     fn is_idle(&self) -> bool {
         self.writes.is_empty() && self.applying == 0
@@ -203,7 +203,7 @@ impl Waiting {
 impl WriteQueue {
     pub(super) fn new() -> Self {
         Self {
-            inner: Mutex::new(Waiting {
+            inner: Mutex::new(QueueState {
                 writes: VecDeque::new(),
                 applying: 0,
                 closed: false,
@@ -316,7 +316,7 @@ impl Partition {
 
     fn enqueue(
         &self,
-        mut waiting: parking_lot::MutexGuard<'_, Waiting>,
+        mut waiting: parking_lot::MutexGuard<'_, QueueState>,
         epoch: Option<u64>,
         request: OwnedWrite,
         done: WriteCompletion,

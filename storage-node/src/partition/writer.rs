@@ -12,7 +12,7 @@ use splitkv_common::record::{self, EntryKind, FrameBuilder, KeyEntry};
 use super::slot::Sealing;
 use super::{Partition, PartitionState};
 use crate::aligned::{AlignedBuf, align_up};
-use crate::buffer::{BufferState, Header};
+use crate::buffer::{BufferHeader, BufferState};
 use crate::config::Durability;
 use crate::error::{Result, StorageError};
 use crate::node_state::NodeState;
@@ -456,7 +456,7 @@ impl Partition {
                     base = self.vlog.segment_end(base);
                     st.next_base = base;
                 }
-                self.buffers[free].write_header(Header {
+                self.buffers[free].write_header(BufferHeader {
                     state: BufferState::Filling,
                     base,
                     fill: 0,

@@ -9,8 +9,8 @@ use bytes::{Bytes, BytesMut};
 use splitkv_common::frame::FrameDecoder;
 use splitkv_common::message::{self, RequestBody, Response, ResponseBody, WireError};
 
-use super::control::{close_for_violation, next_frame};
-use super::{ServerContext, encode_response};
+use super::context::{ServerContext, encode_response};
+use super::stream::{CloseReason, close_for, next_frame};
 use crate::ExportCursor;
 
 /// Key-log bytes per export chunk.
@@ -27,7 +27,7 @@ pub(super) async fn serve(
     mut recv: quinn::RecvStream,
 ) {
     if let Err(reason) = serve_stream(context, conn, &mut send, &mut recv).await {
-        close_for_violation(conn, &reason);
+        close_for(conn, &reason);
     }
 }
 
@@ -36,12 +36,12 @@ async fn serve_stream(
     conn: &quinn::Connection,
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
-) -> Result<(), String> {
+) -> Result<(), CloseReason> {
     let mut decoder = FrameDecoder::new(context.max_frame_bytes);
     let Some(frame) = next_frame(recv, &mut decoder).await? else {
         return Ok(());
     };
-    let request = message::decode_request(&frame).map_err(|e| e.to_string())?;
+    let request = message::decode_request(&frame)?;
     let id = request.id;
     match request.body {
         RequestBody::ReadRange {
@@ -54,7 +54,7 @@ async fn serve_stream(
                     engine.read_range(partition as usize, offset, max_len as usize)
                 })
                 .await
-                .ok_or("a range read failed")?;
+                .ok_or(CloseReason::RangeReadFailed)?;
             let mut chunks = match read {
                 Ok(range) => {
                     let (buf, bytes, committed_end) = range.into_parts();
@@ -120,22 +120,20 @@ struct Reports<'a> {
 impl Reports<'_> {
     /// Waits for the next report (of at most `sent_cost`); `Ok(false)`
     /// once the reader's half has ended. Cancel-safe.
-    async fn next(&mut self, sent_cost: u64) -> Result<bool, String> {
+    async fn next(&mut self, sent_cost: u64) -> Result<bool, CloseReason> {
         let Some(frame) = next_frame(self.recv, self.decoder).await? else {
             return Ok(false);
         };
-        match message::decode_request(&frame)
-            .map_err(|e| e.to_string())?
-            .body
-        {
+        match message::decode_request(&frame)?.body {
             RequestBody::FollowTaken { cost_bytes } if cost_bytes <= sent_cost => {
                 self.taken_cost = self.taken_cost.max(cost_bytes);
                 Ok(true)
             }
-            RequestBody::FollowTaken { cost_bytes } => Err(format!(
-                "a reader reported taking {cost_bytes} bytes of {sent_cost} sent"
-            )),
-            _ => Err("only reports of what was taken travel on a followed stream".into()),
+            RequestBody::FollowTaken { cost_bytes } => Err(CloseReason::TakenBeyondSent {
+                taken: cost_bytes,
+                sent: sent_cost,
+            }),
+            _ => Err(CloseReason::NotAReport),
         }
     }
 }
@@ -176,7 +174,7 @@ async fn stream_keylog(
     id: u64,
     partition: usize,
     from_seq: u64,
-) -> Result<(), String> {
+) -> Result<(), CloseReason> {
     let stall_ms = context.follow_stall_ms;
     let stall = Duration::from_millis(stall_ms);
     let mut grown = match reports
@@ -231,7 +229,7 @@ async fn stream_keylog(
                 (progress, out)
             })
             .await
-            .ok_or("a key-log export failed")?;
+            .ok_or(CloseReason::ExportFailed)?;
         let (progress, buffer) = chunk;
         let progress = match progress {
             Ok(progress) => progress,

@@ -15,12 +15,26 @@
 //! read of several records, those in memory are taken at once and the
 //! others are read one after another on one blocking thread, so that a
 //! request costs one thread wake however many of its records are cold.
+//!
+//! Calls go one way, down: this module serves a connection with
+//! `handshake` and then `dispatch` on its control stream, and `bulk` on
+//! each other stream; `dispatch` hands every write to `writes` (one write
+//! path: a single put or delete is a batch of one) and every read of
+//! records to `reads` (one read path: a single read is a batch of one);
+//! all of them share `context`, `answer` and `stream`.
 
+mod answer;
 mod bulk;
-mod control;
+mod context;
 mod convert;
+mod dispatch;
+mod handshake;
+mod reads;
+mod stream;
+mod writes;
 
-pub use control::MAX_IN_FLIGHT_REQUESTS;
+pub use context::MAX_CONCURRENT_DISK_READS;
+pub use dispatch::MAX_IN_FLIGHT_REQUESTS;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,18 +42,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use splitkv_common::message::{self, Response, ResponseBody, WireError, close_code};
+use bytes::BytesMut;
+use splitkv_common::frame::FrameDecoder;
+use splitkv_common::message::{self, close_code};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 
 use tokio::sync::Semaphore;
 
 use crate::{StorageConfig, StorageEngine, StorageError};
+use context::ServerContext;
+use stream::CloseReason;
 
-/// Most blocking disk reads (point reads, range reads, key-log exports)
-/// the server runs at once, over all connections.
-pub const MAX_CONCURRENT_DISK_READS: usize = 64;
+/// Send priority of control streams; bulk streams keep quinn's default 0.
+const CONTROL_PRIORITY: i32 = 1;
 
 /// How the server listens.
 #[derive(Debug, Clone)]
@@ -54,35 +70,6 @@ pub struct ServerConfig {
     /// stream holds queued for it is bounded by one export chunk and the
     /// stream's flow-control window.
     pub follow_stall_ms: u64,
-}
-
-/// What every connection's tasks use: the engine, the frame limit, the
-/// count of open connections, and the permits for blocking disk reads.
-pub(crate) struct ServerContext {
-    pub(crate) engine: Arc<StorageEngine>,
-    pub(crate) max_frame_bytes: usize,
-    pub(crate) connections: AtomicU32,
-    /// [`ServerConfig::follow_stall_ms`].
-    pub(crate) follow_stall_ms: u64,
-    /// Key-log streams closed for stalling.
-    pub(crate) stalled_streams_closed: AtomicU64,
-    /// [`MAX_CONCURRENT_DISK_READS`] permits.
-    pub(crate) disk_reads: Arc<Semaphore>,
-}
-
-impl ServerContext {
-    /// Runs `read` on a blocking thread once a disk-read permit is free and
-    /// returns its result; `None` if the read panicked.
-    pub(crate) async fn disk_read<T: Send + 'static>(
-        &self,
-        read: impl FnOnce(&StorageEngine) -> T + Send + 'static,
-    ) -> Option<T> {
-        let _permit = Arc::clone(&self.disk_reads).acquire_owned().await.ok()?;
-        let engine = Arc::clone(&self.engine);
-        tokio::task::spawn_blocking(move || read(&engine))
-            .await
-            .ok()
-    }
 }
 
 /// A bound, not yet running, storage-node server.
@@ -229,16 +216,6 @@ pub fn serve_blocking(
     Ok(())
 }
 
-/// Encodes a response without a blob into one frame, reusing `scratch`'s
-/// capacity.
-pub(crate) fn encode_response(
-    scratch: &mut BytesMut,
-    id: u64,
-    body: Result<ResponseBody, WireError>,
-) -> Bytes {
-    message::encode(scratch, &Response { id, body }, &[])
-}
-
 /// TLS alert `certificate_required` (116), as a QUIC crypto error code.
 const CERTIFICATE_REQUIRED: u64 = 0x100 + 116;
 
@@ -264,6 +241,48 @@ async fn serve_connection(context: Arc<ServerContext>, incoming: quinn::Incoming
     };
     context.connections.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(%peer, "connection accepted");
-    control::serve(&context, &conn).await;
+    serve_streams(&context, &conn).await;
     context.connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Serves a connection: its control stream (the handshake, then its
+/// requests), and its bulk streams as they come, until the peer goes away
+/// or breaks the protocol, which closes the connection with the reason.
+async fn serve_streams(context: &Arc<ServerContext>, conn: &quinn::Connection) {
+    let Ok((mut send, mut recv)) = conn.accept_bi().await else {
+        return;
+    };
+    if let Err(reason) = serve_control(context, conn, &mut send, &mut recv).await {
+        stream::close_for(conn, &reason);
+    }
+}
+
+async fn serve_control(
+    context: &Arc<ServerContext>,
+    conn: &quinn::Connection,
+    send: &mut quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+) -> Result<(), CloseReason> {
+    // Small requests and their answers go before any bulk transfer.
+    let _ = send.set_priority(CONTROL_PRIORITY);
+    let mut decoder = FrameDecoder::new(context.max_frame_bytes);
+    let mut scratch = BytesMut::with_capacity(64 << 10);
+    let Some(grant) = handshake::accept(context, send, recv, &mut decoder, &mut scratch).await?
+    else {
+        return Ok(());
+    };
+    let bulk_acceptor = {
+        let context = Arc::clone(context);
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            while let Ok((send, recv)) = conn.accept_bi().await {
+                let context = Arc::clone(&context);
+                let conn = conn.clone();
+                tokio::spawn(async move { bulk::serve(&context, &conn, send, recv).await });
+            }
+        })
+    };
+    let result = dispatch::serve_requests(context, grant, send, recv, decoder, scratch).await;
+    bulk_acceptor.abort();
+    result
 }
