@@ -128,17 +128,16 @@ async fn serve_client(
     let (mut reader, mut writer) = stream.into_split();
     let registered = shared.clients.register(peer, local);
     let mut client = RespClient::new(engine, shared, &registered.entry, local.port());
-    let config = &engine.inner.config;
+    let engine_limits = engine.limits();
     let limits = ParseLimits {
         max_args: MAX_ARGS,
-        max_arg_bytes: config
-            .limits
+        max_arg_bytes: engine_limits
             .max_value_bytes
-            .max(config.limits.max_key_bytes),
+            .max(engine_limits.max_key_bytes),
         // An MSET travels to the storage node as one frame.
         max_command_bytes: message::max_frame_bytes(
-            config.limits.max_key_bytes,
-            config.limits.max_value_bytes,
+            engine_limits.max_key_bytes,
+            engine_limits.max_value_bytes,
         ),
     };
     let mut parser = RequestParser::new(if client.authenticated {

@@ -31,8 +31,6 @@ mod key_locks;
 mod keyspace;
 mod overlay;
 mod replication;
-
-pub(crate) use replication::storage_host_port;
 mod server;
 mod strings;
 mod transaction;
@@ -510,7 +508,7 @@ impl<'a> RespClient<'a> {
     /// The largest value the node stores (what CONFIG GET
     /// proto-max-bulk-len reports).
     fn max_value_bytes(&self) -> usize {
-        self.engine.inner.config.limits.max_value_bytes
+        self.engine.limits().max_value_bytes
     }
 
     /// True if `key` has a value, as this client sees it.
