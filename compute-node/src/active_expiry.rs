@@ -8,7 +8,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use splitkv_common::client::BatchOp;
+use bytes::Bytes;
+use splitkv_common::client::KeyWrite;
 
 use crate::expiry::{CYCLE_BUDGET, CYCLES_PER_SECOND, now_ms};
 use crate::index::Location;
@@ -47,7 +48,7 @@ async fn run(writes: Weak<Writes>) {
 /// One active cycle from `cursor`: collects expired keys a step at a time
 /// and logs their expiry, until a step finds fewer than a full step's worth
 /// or the budget is spent. Returns the cursor to go on from.
-async fn cycle(writes: &Writes, mut cursor: u64) -> u64 {
+async fn cycle(writes: &Arc<Writes>, mut cursor: u64) -> u64 {
     let started = Instant::now();
     loop {
         // A key is expired once the clock is past its time: collect those
@@ -61,7 +62,7 @@ async fn cycle(writes: &Writes, mut cursor: u64) -> u64 {
         cursor = next;
         let found = expired.len();
         if found > 0 {
-            log_expiries(writes, &expired).await;
+            log_expiries(writes, expired).await;
         }
         if found < KEYS_PER_STEP || started.elapsed() >= CYCLE_BUDGET {
             return cursor;
@@ -71,20 +72,20 @@ async fn cycle(writes: &Writes, mut cursor: u64) -> u64 {
 
 /// Logs an expire entry for each key (into the partition of its expired
 /// record, one batch per partition) and applies them to the index.
-async fn log_expiries(writes: &Writes, expired: &[(Vec<u8>, Location)]) {
+async fn log_expiries(writes: &Arc<Writes>, expired: Vec<(Vec<u8>, Location)>) {
     let view = writes.view();
-    let mut by_partition: BTreeMap<usize, Vec<BatchOp<'_>>> = BTreeMap::new();
+    let mut by_partition: BTreeMap<usize, Vec<KeyWrite<Bytes>>> = BTreeMap::new();
     for (key, location) in expired {
         by_partition
             .entry(usize::from(location.partition) % view.partitions())
             .or_default()
-            .push(BatchOp::Expire {
-                key,
+            .push(KeyWrite::Expire {
+                key: Bytes::from(key),
                 version_seq: location.seq,
             });
     }
-    for (partition, ops) in by_partition {
-        match writes.write_batch(partition, &ops).await {
+    for (partition, expiries) in by_partition {
+        match Writes::write(writes, partition, expiries).await {
             Ok(removed) => {
                 view.counters
                     .expired_keys

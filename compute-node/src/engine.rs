@@ -25,12 +25,12 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use splitkv_common::client::{BatchOp, ClientConfig, StorageClient, Welcome};
+use splitkv_common::client::{BatchOp, ClientConfig, KeyWrite, StorageClient, Welcome};
 use splitkv_common::limits::Limits;
 use tokio::sync::mpsc;
 
 use crate::config::EngineConfig;
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::expiry;
 use crate::index::{IndexStats, Location};
 use crate::reads::Reads;
@@ -39,7 +39,7 @@ use crate::replication::{self, Promotion, Replication, Role};
 use crate::storage::Storage;
 use crate::view::View;
 use crate::walk;
-use crate::writes::{PendingPut, Writes};
+use crate::writes::Writes;
 
 /// A snapshot of the engine's state, for INFO and benchmarks.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -81,8 +81,9 @@ pub struct EngineStats {
     /// Index entries moved to where garbage collection put their records,
     /// after a read of the old place answered `moved`.
     pub relocations: u64,
-    /// Batches that carried the puts of [`Engine::put_each_async`] (the
-    /// RESP server's plain SETs): with `puts`, how well they coalesced.
+    /// `WriteMany` requests that carried the writes (every write goes
+    /// through its partition's lane): with `puts` and `deletes`, how well
+    /// they coalesced.
     pub put_batches: u64,
     /// Requests that carried the records of `point_reads`, each with the
     /// reads of one or more callers that shared a connection's round trip.
@@ -180,7 +181,7 @@ impl Engine {
         if let Some(workers) = config.worker_threads {
             runtime.worker_threads(workers.max(1));
         }
-        let runtime = runtime.build().map_err(EngineError::Runtime)?;
+        let runtime = runtime.build()?;
         let mut engine = runtime.block_on(Self::wire(config, runtime.handle().clone()))?;
         engine.runtime = Some(runtime);
         Ok(engine)
@@ -495,33 +496,12 @@ impl Engine {
         value: &[u8],
         expire_at_ms: u64,
     ) -> Result<()> {
-        self.block(async {
-            let pending = self.start_put(partition, key, value, expire_at_ms).await?;
-            self.finish_put(pending).await
-        })
-    }
-
-    /// Sends a put into `partition` without waiting for its
-    /// acknowledgement, so that several puts of one caller are in flight at
-    /// once (they take effect in the order sent). The version expires at
-    /// `expire_at_ms` (absolute Unix milliseconds; 0: never). If the
-    /// connection is down or full it waits for it first. Finish with
-    /// [`Engine::finish_put`].
-    pub async fn start_put<K: AsRef<[u8]>>(
-        &self,
-        partition: usize,
-        key: K,
-        value: &[u8],
-        expire_at_ms: u64,
-    ) -> Result<PendingPut<K>> {
-        self.writes
-            .start_put(partition, key, value, expire_at_ms)
-            .await
-    }
-
-    /// Waits for a put's acknowledgement and records it in the index.
-    pub async fn finish_put<K: AsRef<[u8]>>(&self, pending: PendingPut<K>) -> Result<()> {
-        self.writes.finish_put(pending).await
+        let put = KeyWrite::Put {
+            key: Bytes::copy_from_slice(key),
+            value: Bytes::copy_from_slice(value),
+            expire_at_ms,
+        };
+        self.block(self.write_async(partition, vec![put]))
     }
 
     /// Puts every pair as one unit into the calling thread's partition:
@@ -538,11 +518,13 @@ impl Engine {
     /// Puts every pair into `partition` as one unit (all or none after a
     /// crash); returns once the storage node has acknowledged them.
     pub async fn put_many_async(&self, partition: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
-        let ops: Vec<BatchOp<'_>> = items
+        let puts = items
             .iter()
-            .map(|&(key, value)| BatchOp::put(key, value))
+            .map(|&(key, value)| {
+                KeyWrite::put(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value))
+            })
             .collect();
-        self.write_many_async(partition, &ops).await
+        self.write_async(partition, puts).await
     }
 
     /// Applies every op (puts, deletes, expiries) through `partition` as
@@ -550,7 +532,21 @@ impl Engine {
     /// they take effect in order (a key written twice ends with the later
     /// op). Returns once the storage node has acknowledged them.
     pub async fn write_many_async(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<()> {
-        self.writes.write_batch(partition, ops).await.map(|_| ())
+        let writes = ops
+            .iter()
+            .map(|op| op.map(Bytes::copy_from_slice))
+            .collect();
+        self.write_async(partition, writes).await
+    }
+
+    /// Applies `writes` through `partition` as one unit, as
+    /// [`Engine::write_many_async`] does: the route every write takes. The
+    /// writes of the callers of one partition that arrive while its
+    /// previous batch is in flight travel to the storage node together.
+    pub async fn write_async(&self, partition: usize, writes: Vec<KeyWrite<Bytes>>) -> Result<()> {
+        Writes::write(&self.writes, partition, writes)
+            .await
+            .map(|_| ())
     }
 
     /// Puts each `(key, value)` pair (without expiry) through `partition`
@@ -601,7 +597,12 @@ impl Engine {
     /// Deletes `key` through `partition` (the tombstone is logged there);
     /// returns once acknowledged, with whether the key existed.
     pub async fn delete_async(&self, partition: usize, key: &[u8]) -> Result<bool> {
-        self.writes.delete(partition, key).await
+        let existed = self.contains(key);
+        let delete = KeyWrite::Delete {
+            key: Bytes::copy_from_slice(key),
+        };
+        self.write_async(partition, vec![delete]).await?;
+        Ok(existed)
     }
 
     /// True if `key` has a live value that has not expired (as far as this
@@ -632,7 +633,7 @@ impl Engine {
     /// milliseconds, 0 for never), `None` if it has no value: both of the
     /// same version, read as [`Engine::get_async`] reads.
     pub async fn get_expiring_async(&self, key: &[u8]) -> Result<Option<(Bytes, u64)>> {
-        self.reads.get_expiring(key).await
+        Reads::get_expiring(&self.reads, key).await
     }
 
     /// The values of `keys`, in order; the first error fails the batch.

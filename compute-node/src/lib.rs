@@ -28,5 +28,4 @@ pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use index::IndexStats;
 pub use replication::{Promotion, Replication};
-pub use splitkv_common::client::BatchOp;
-pub use writes::PendingPut;
+pub use splitkv_common::client::{BatchOp, KeyWrite};

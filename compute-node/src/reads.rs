@@ -70,17 +70,6 @@ fn read_weight(len: u32, max_batch_bytes: usize) -> usize {
 /// A batch sent, and its answer on its way.
 type SentBatch = (Vec<QueuedReads>, Result<Call<RecordOutcomes>>);
 
-/// One key of a multi-key read: answered, or waiting for its record.
-enum KeyRead {
-    Done(Result<Option<Bytes>>),
-    /// The record at `location` is the `at`-th of request `request`.
-    Remote {
-        location: Location,
-        request: usize,
-        at: usize,
-    },
-}
-
 /// The records asked of one connection in one request.
 struct RecordRequest {
     connection: usize,
@@ -169,56 +158,156 @@ impl Reads {
     }
 
     /// The value of `key` with its expiry time (see
-    /// `Engine::get_expiring_async`).
-    pub(crate) async fn get_expiring(&self, key: &[u8]) -> Result<Option<(Bytes, u64)>> {
-        self.storage.check_key(key)?;
-        self.view.counters.gets.fetch_add(1, Ordering::Relaxed);
-        let Some(location) = self.view.visible(key) else {
-            return Ok(None);
-        };
-        let expiring = |value| Ok(Some((value, location.expire_at_ms)));
-        if let Some(value) = self.view.cached_value(key, &location) {
-            return expiring(value);
-        }
-        if let Some(value) = self.window_value(key, &location) {
-            return expiring(value);
-        }
-        let Some((location, bytes)) = self.read_record(key, location).await? else {
-            return Ok(None);
-        };
-        let value = value_of(key, &location, &bytes)?;
-        self.view.fill_cache(key, &location, &value);
-        Ok(Some((value, location.expire_at_ms)))
+    /// `Engine::get_expiring_async`): a read of one key.
+    pub(crate) async fn get_expiring(this: &Arc<Self>, key: &[u8]) -> Result<Option<(Bytes, u64)>> {
+        let mut read = Self::read(this, &[key]).await;
+        let read = read.pop().unwrap_or(Ok(None))?;
+        Ok(read.map(|(value, location)| (value, location.expire_at_ms)))
     }
 
-    /// Reads `key`'s record at `location` on its own. If garbage collection
-    /// moved it (the read answers `moved`), asks the storage node where the
-    /// version is now, moves the index entry there and reads it there.
-    /// Returns the location read with the record, or `None` if the key has
-    /// no value any more (deleted or overwritten by a delete meanwhile).
-    async fn read_record(
-        &self,
-        key: &[u8],
-        mut location: Location,
-    ) -> Result<Option<(Location, Bytes)>> {
-        for _ in 0..MOVED_READS {
-            match self.point_read(&location).await?.wait().await {
-                Ok(bytes) => return Ok(Some((location, bytes))),
-                Err(ClientError::Storage(WireError::Moved { .. })) => {
-                    match self.relocated(key, &location).await? {
-                        Some(moved) => location = moved,
-                        None => return Ok(None),
-                    }
+    /// The values of `keys`, in order, with an outcome per key (see
+    /// `Engine::get_each_async`).
+    pub(crate) async fn get_each(this: &Arc<Self>, keys: &[&[u8]]) -> Vec<Result<Option<Bytes>>> {
+        Self::read(this, keys)
+            .await
+            .into_iter()
+            .map(|read| read.map(|found| found.map(|(value, _)| value)))
+            .collect()
+    }
+
+    /// Every record read: the value of each of `keys` with the location of
+    /// the version read, in order, with an outcome per key. The keys are
+    /// checked against the limits and resolved together, at a moment when
+    /// no batch is half applied; each is answered from the value cache or a
+    /// ready window where it can be, and the records of the rest are read
+    /// through their connections' lanes, one `GetMany` per connection. A
+    /// record garbage collection moved meanwhile is looked up and read again
+    /// the same way, up to [`MOVED_READS`] reads.
+    async fn read(this: &Arc<Self>, keys: &[&[u8]]) -> Vec<Result<Option<(Bytes, Location)>>> {
+        let view = &this.view;
+        let now_ms = expiry::now_ms();
+        // Every key as of one moment between batches, so that the keys of
+        // one batch are all seen old or all new.
+        let locations: Vec<Result<Option<Location>>> = view.batches.resolve(|| {
+            keys.iter()
+                .map(|key| {
+                    this.storage.check_key(key)?;
+                    Ok(view.visible_at(key, now_ms))
+                })
+                .collect()
+        });
+        let valid = locations.iter().filter(|location| location.is_ok()).count();
+        view.counters
+            .gets
+            .fetch_add(valid as u64, Ordering::Relaxed);
+        // The keys whose records are read from the storage node.
+        let mut remote: Vec<(usize, Location)> = Vec::new();
+        let mut outcomes: Vec<Result<Option<(Bytes, Location)>>> = keys
+            .iter()
+            .zip(locations)
+            .enumerate()
+            .map(|(at, (key, location))| {
+                let location = location?;
+                let Some(location) = location else {
+                    return Ok(None);
+                };
+                let value = view
+                    .cached_value(key, &location)
+                    .or_else(|| this.window_value(key, &location));
+                if value.is_none() {
+                    remote.push((at, location));
                 }
-                Err(e) => return Err(e.into()),
+                Ok(value.map(|value| (value, location)))
+            })
+            .collect();
+        for _ in 0..MOVED_READS {
+            if remote.is_empty() {
+                return outcomes;
+            }
+            let mut moved = Vec::new();
+            for ((at, location), record) in Self::read_remote(this, &remote).await {
+                let key = keys[at];
+                outcomes[at] = match record {
+                    Ok(bytes) => value_of(key, &location, &bytes).map(|value| {
+                        view.fill_cache(key, &location, &value);
+                        Some((value, location))
+                    }),
+                    Err(EngineError::Storage(ClientError::Storage(WireError::Moved {
+                        ..
+                    }))) => {
+                        moved.push((at, location));
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                };
+            }
+            // Records garbage collection moved: where are they now (rare:
+            // only reads that raced a collection)?
+            remote.clear();
+            for (at, location) in moved {
+                match this.relocated(keys[at], &location).await {
+                    Ok(Some(moved)) => remote.push((at, moved)),
+                    Ok(None) => outcomes[at] = Ok(None),
+                    Err(e) => outcomes[at] = Err(e),
+                }
             }
         }
-        Err(EngineError::Storage(ClientError::Storage(
-            WireError::Moved {
-                partition: u32::from(location.partition),
-                offset: location.offset,
-            },
-        )))
+        for (at, location) in remote {
+            outcomes[at] = Err(EngineError::Storage(ClientError::Storage(
+                WireError::Moved {
+                    partition: u32::from(location.partition),
+                    offset: location.offset,
+                },
+            )));
+        }
+        outcomes
+    }
+
+    /// Reads the record of each `(key, location)` through its connection's
+    /// lane, with one request per connection (more when one would exceed a
+    /// request's bounds); returns each with its outcome.
+    async fn read_remote(
+        this: &Arc<Self>,
+        remote: &[(usize, Location)],
+    ) -> Vec<((usize, Location), Result<Bytes>)> {
+        let mut requests: Vec<RecordRequest> = Vec::new();
+        // The request of each connection that still has room.
+        let mut open: HashMap<usize, usize> = HashMap::new();
+        let places: Vec<(usize, usize)> = remote
+            .iter()
+            .map(|(_, location)| {
+                add_read(&mut requests, &mut open, this.view.partitions(), location)
+            })
+            .collect();
+        let asked: Vec<usize> = requests.iter().map(|request| request.reads.len()).collect();
+        let answers = Self::read_records(
+            this,
+            requests
+                .into_iter()
+                .map(|request| (request.connection, request.reads))
+                .collect(),
+        )
+        .await;
+        remote
+            .iter()
+            .zip(places)
+            .map(|(&read, (request, at))| {
+                let record = match &answers[request] {
+                    Ok(records) => match records.get(at) {
+                        Some(Ok(bytes)) => Ok(bytes.clone()),
+                        Some(Err(wire)) => {
+                            Err(EngineError::Storage(ClientError::Storage(wire.clone())))
+                        }
+                        None => Err(EngineError::AnswerCount {
+                            asked: asked[request],
+                            answered: records.len(),
+                        }),
+                    },
+                    Err(e) => Err(e.clone()),
+                };
+                (read, record)
+            })
+            .collect()
     }
 
     /// Where `key`'s version at `location` is now that garbage collection
@@ -252,139 +341,6 @@ impl Reads {
             .view
             .visible(key)
             .filter(|now| !now.same_place(location)))
-    }
-
-    /// Sends a read of the record at `location` on its own.
-    async fn point_read(&self, location: &Location) -> Result<Call<Bytes>> {
-        self.view
-            .counters
-            .point_reads
-            .fetch_add(1, Ordering::Relaxed);
-        let partition = location.partition as usize;
-        let client = &self.storage.client;
-        self.storage
-            .submit(partition, WhenDown::Fail, || {
-                client.get(partition, location.offset, location.len as usize)
-            })
-            .await
-    }
-
-    /// The values of `keys`, in order, with an outcome per key (see
-    /// `Engine::get_each_async`).
-    pub(crate) async fn get_each(this: &Arc<Self>, keys: &[&[u8]]) -> Vec<Result<Option<Bytes>>> {
-        let view = &this.view;
-        let now_ms = expiry::now_ms();
-        // Every key as of one moment between batches, so that the keys of
-        // one batch are all seen old or all new.
-        let locations: Vec<Result<Option<Location>>> = view.batches.resolve(|| {
-            keys.iter()
-                .map(|key| {
-                    this.storage.check_key(key)?;
-                    Ok(view.visible_at(key, now_ms))
-                })
-                .collect()
-        });
-        let valid = locations.iter().filter(|location| location.is_ok()).count();
-        view.counters
-            .gets
-            .fetch_add(valid as u64, Ordering::Relaxed);
-        let mut requests: Vec<RecordRequest> = Vec::new();
-        // The request of each connection that still has room.
-        let mut open: HashMap<usize, usize> = HashMap::new();
-        let reads: Vec<KeyRead> = keys
-            .iter()
-            .zip(locations)
-            .map(|(key, location)| match location {
-                Ok(Some(location)) => {
-                    if let Some(value) = view.cached_value(key, &location) {
-                        return KeyRead::Done(Ok(Some(value)));
-                    }
-                    if let Some(value) = this.window_value(key, &location) {
-                        return KeyRead::Done(Ok(Some(value)));
-                    }
-                    let (request, at) =
-                        add_read(&mut requests, &mut open, view.partitions(), &location);
-                    KeyRead::Remote {
-                        location,
-                        request,
-                        at,
-                    }
-                }
-                Ok(None) => KeyRead::Done(Ok(None)),
-                Err(e) => KeyRead::Done(Err(e)),
-            })
-            .collect();
-        // The location of each key read from the storage node.
-        let remote: Vec<Option<Location>> = reads
-            .iter()
-            .map(|read| match read {
-                KeyRead::Remote { location, .. } => Some(*location),
-                KeyRead::Done(_) => None,
-            })
-            .collect();
-        let asked: Vec<usize> = requests.iter().map(|request| request.reads.len()).collect();
-        let answers = Reads::read_records(
-            this,
-            requests
-                .into_iter()
-                .map(|request| (request.connection, request.reads))
-                .collect(),
-        )
-        .await;
-        let mut outcomes: Vec<Result<Option<Bytes>>> = reads
-            .into_iter()
-            .zip(keys)
-            .map(|(read, key)| match read {
-                KeyRead::Done(done) => done,
-                KeyRead::Remote {
-                    location,
-                    request,
-                    at,
-                } => {
-                    let record = match &answers[request] {
-                        Ok(records) => match records.get(at) {
-                            Some(Ok(bytes)) => Ok(bytes.clone()),
-                            Some(Err(wire)) => {
-                                Err(EngineError::Storage(ClientError::Storage(wire.clone())))
-                            }
-                            None => Err(EngineError::Storage(ClientError::Protocol(format!(
-                                "{} outcomes for {} reads",
-                                records.len(),
-                                asked[request]
-                            )))),
-                        },
-                        Err(e) => Err(e.for_each_op()),
-                    };
-                    let value = value_of(key, &location, &record?)?;
-                    view.fill_cache(key, &location, &value);
-                    Ok(Some(value))
-                }
-            })
-            .collect();
-        // Records garbage collection moved are looked up and read again, one
-        // by one (rare: only reads that raced a collection).
-        for (outcome, (key, location)) in outcomes.iter_mut().zip(keys.iter().zip(&remote)) {
-            let Some(location) = location else {
-                continue;
-            };
-            if let Err(e) = outcome
-                && matches!(e.wire(), Some(WireError::Moved { .. }))
-            {
-                *outcome = match this.relocated(key, location).await {
-                    Ok(Some(moved)) => match this.read_record(key, moved).await {
-                        Ok(Some((at, bytes))) => value_of(key, &at, &bytes).map(|value| {
-                            view.fill_cache(key, &at, &value);
-                            Some(value)
-                        }),
-                        Ok(None) => Ok(None),
-                        Err(e) => Err(e),
-                    },
-                    Ok(None) => Ok(None),
-                    Err(e) => Err(e),
-                };
-            }
-        }
-        outcomes
     }
 
     /// Reads the records of each `(connection, reads)` request, each
@@ -495,10 +451,10 @@ impl Reads {
             if outcomes.len() == asked {
                 Ok(outcomes)
             } else {
-                Err(EngineError::Storage(ClientError::Protocol(format!(
-                    "{} outcomes for {asked} reads",
-                    outcomes.len()
-                ))))
+                Err(EngineError::AnswerCount {
+                    asked,
+                    answered: outcomes.len(),
+                })
             }
         });
         match outcomes {
@@ -512,7 +468,7 @@ impl Reads {
             }
             Err(e) => {
                 for queued in batch {
-                    let _ = queued.done.send(Err(e.for_each_op()));
+                    let _ = queued.done.send(Err(e.clone()));
                 }
             }
         }

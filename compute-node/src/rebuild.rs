@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use splitkv_common::client::{ClientError, StorageClient};
+use splitkv_common::client::StorageClient;
 
 use crate::error::Result;
 use crate::view::{Merged, View};
@@ -71,9 +71,7 @@ pub(crate) async fn pull_tails(view: &Arc<View>, client: &Arc<StorageClient>) ->
         .collect();
     let mut entries = 0;
     for pull in pulls {
-        let merged = pull
-            .await
-            .map_err(|e| ClientError::Protocol(format!("key-log pull task failed: {e}")))??;
+        let merged = pull.await??;
         entries += merged.entries;
     }
     Ok(entries)

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use splitkv_common::client::{Call, ClientError, StorageClient};
+use bytes::Bytes;
+use splitkv_common::client::{Call, ClientError, KeyWrite, StorageClient};
 use splitkv_common::limits::Limits;
 
 use crate::error::{EngineError, Result};
@@ -54,10 +55,6 @@ impl Storage {
         &self.limits
     }
 
-    pub(crate) fn partitions(&self) -> usize {
-        self.client.partitions()
-    }
-
     pub(crate) fn reconnect_wait(&self) -> Duration {
         self.reconnect_wait
     }
@@ -76,23 +73,18 @@ impl Storage {
         self.limits.check_key(key).map_err(EngineError::Invalid)
     }
 
-    pub(crate) fn check_value(&self, value: &[u8]) -> Result<()> {
+    fn check_value(&self, value: &[u8]) -> Result<()> {
         self.limits.check_value(value).map_err(EngineError::Invalid)
     }
 
-    /// Checks a write's key (and value) against the limits and returns the
-    /// partition it goes to.
-    pub(crate) fn prepare_write(
-        &self,
-        partition: usize,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<usize> {
-        self.check_key(key)?;
-        if let Some(value) = value {
-            self.check_value(value)?;
+    /// Checks a write's key (and a put's value) against the limits: the
+    /// one check a write gets, where the route takes it.
+    pub(crate) fn check_write(&self, write: &KeyWrite<Bytes>) -> Result<()> {
+        self.check_key(write.key())?;
+        match write.value() {
+            Some(value) => self.check_value(value),
+            None => Ok(()),
         }
-        Ok(partition % self.partitions())
     }
 
     /// Sends a request with `send`. While the connection of `partition` is

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use splitkv_common::client::{BatchOp, ClientError};
+use splitkv_common::client::{ClientError, KeyWrite};
 use splitkv_common::message::{WireError, WriteAck};
 use splitkv_common::record::{self, EntryKind, Frame, VALUE_HEADER_BYTES};
 
@@ -19,7 +19,7 @@ use crate::cache::ValueCache;
 use crate::error::{EngineError, Result};
 use crate::expiry;
 use crate::index::{Index, Location};
-use crate::window::{Fetch, Lookup, PartitionWindows};
+use crate::window::{Fetch, PartitionWindows, WindowLookup};
 
 /// Counters of the engine's work since it started.
 #[derive(Debug, Default)]
@@ -188,96 +188,80 @@ impl View {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Records an acknowledged put in the index, then in the value cache
-    /// (`value`, when the cache takes values of its size): from the index
-    /// change on, no read returns an older version.
-    pub(crate) fn record_put(
+    /// Records the acknowledgements of a batch of writes, one per write in
+    /// order, as one unit (no multi-key read sees part of it): a put enters
+    /// the index, then the value cache (when it takes values of its size),
+    /// so that from the index change on no read returns an older version; a
+    /// delete leaves a tombstone at its sequence number; an expiry removes
+    /// the version it names (a tombstone at that version's sequence number,
+    /// which a newer version outranks). Returns, per write, whether it was
+    /// an expiry that removed its version. The only way an acknowledged
+    /// write enters the view.
+    pub(crate) fn record<B: AsRef<[u8]>>(
         &self,
         partition: usize,
-        key: &[u8],
-        value_len: usize,
-        expire_at_ms: u64,
-        value: Option<Cacheable<'_>>,
-        ack: WriteAck,
-    ) {
-        let len = record::value_record_len(key.len(), value_len);
-        let location = Location {
-            seq: ack.seq,
-            offset: ack.offset,
-            len: len as u32,
-            partition: partition as u16,
-            expire_at_ms,
-        };
-        if self.index.apply(key, location) {
-            match value {
-                Some(Cacheable::Borrowed(value)) => self.cache.insert(key, location, value),
-                Some(Cacheable::Owned(value)) => self.cache.insert_owned(key, location, value),
-                None => self.cache.remove(key, ack.seq),
-            }
-        }
-        self.note_acked(partition, ack.seq);
-        self.windows[partition].note_committed_end(ack.offset + len as u64);
-        self.counters.puts.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Records the acknowledgements of a batch, one per op in order.
-    /// Returns how many of its expiries removed a version from the index.
-    pub(crate) fn record_write_many(
-        &self,
-        partition: usize,
-        ops: &[BatchOp<'_>],
+        writes: &[KeyWrite<B>],
         acks: Vec<WriteAck>,
-    ) -> Result<u64> {
-        if acks.len() != ops.len() {
-            return Err(EngineError::Storage(ClientError::Protocol(format!(
-                "{} acknowledgements for a batch of {} writes",
-                acks.len(),
-                ops.len()
-            ))));
+    ) -> Result<Vec<bool>> {
+        if acks.len() != writes.len() {
+            return Err(EngineError::AnswerCount {
+                asked: writes.len(),
+                answered: acks.len(),
+            });
         }
-        let mut expired = 0;
-        for (op, ack) in ops.iter().zip(acks) {
-            match *op {
-                BatchOp::Put {
-                    key,
-                    value,
-                    expire_at_ms,
-                } => {
-                    let cached = self
-                        .cache
-                        .admits(value.len())
-                        .then_some(Cacheable::Borrowed(value));
-                    self.record_put(partition, key, value.len(), expire_at_ms, cached, ack);
-                }
-                BatchOp::Delete { key } => self.record_delete(partition, key, ack),
-                BatchOp::Expire { key, version_seq } => {
-                    expired += u64::from(self.record_expire(partition, key, version_seq, ack));
-                }
-            }
-        }
-        Ok(expired)
-    }
-
-    /// Records an acknowledged expire entry: the version at `version_seq`
-    /// leaves the index (a tombstone at its own sequence number, which a
-    /// newer version outranks). Returns true if it removed that version.
-    fn record_expire(&self, partition: usize, key: &[u8], version_seq: u64, ack: WriteAck) -> bool {
-        let removed = self
-            .index
-            .apply(key, Location::tombstone(version_seq, partition as u16));
-        if removed {
-            self.cache.remove(key, version_seq);
-        }
-        self.note_acked(partition, ack.seq);
-        removed
-    }
-
-    pub(crate) fn record_delete(&self, partition: usize, key: &[u8], ack: WriteAck) {
-        self.index
-            .apply(key, Location::tombstone(ack.seq, partition as u16));
-        self.cache.remove(key, ack.seq);
-        self.note_acked(partition, ack.seq);
-        self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+        let tombstone = |seq| Location::tombstone(seq, partition as u16);
+        Ok(self.batches.apply(|| {
+            writes
+                .iter()
+                .zip(acks)
+                .map(|(write, ack)| {
+                    let removed = match write {
+                        KeyWrite::Put {
+                            key,
+                            value,
+                            expire_at_ms,
+                        } => {
+                            let (key, value) = (key.as_ref(), value.as_ref());
+                            let len = record::value_record_len(key.len(), value.len());
+                            let location = Location {
+                                seq: ack.seq,
+                                offset: ack.offset,
+                                len: len as u32,
+                                partition: partition as u16,
+                                expire_at_ms: *expire_at_ms,
+                            };
+                            if self.index.apply(key, location) {
+                                if self.cache.admits(value.len()) {
+                                    self.cache.insert(key, location, value);
+                                } else {
+                                    self.cache.remove(key, ack.seq);
+                                }
+                            }
+                            self.windows[partition].note_committed_end(ack.offset + len as u64);
+                            self.counters.puts.fetch_add(1, Ordering::Relaxed);
+                            false
+                        }
+                        KeyWrite::Delete { key } => {
+                            let key = key.as_ref();
+                            self.index.apply(key, tombstone(ack.seq));
+                            self.cache.remove(key, ack.seq);
+                            self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+                            false
+                        }
+                        KeyWrite::Expire { key, version_seq } => {
+                            let key = key.as_ref();
+                            let removed = self.index.apply(key, tombstone(*version_seq));
+                            if removed {
+                                self.cache.remove(key, *version_seq);
+                            }
+                            removed
+                        }
+                    };
+                    self.note_acked(partition, ack.seq);
+                    removed
+                })
+                .collect()
+        }))
     }
 
     /// Applies a clear entry with sequence number `seq` (FLUSHALL): every
@@ -313,12 +297,11 @@ impl View {
         let now_ms = expiry::now_ms();
         let mut at = 0;
         while at < frames.len() {
-            let (frame, used) = record::decode_frame(&frames[at..]).map_err(|e| {
-                ClientError::Protocol(format!("key-log export of partition {partition}: {e}"))
-            })?;
+            let key_log = |error| ClientError::KeyLog { partition, error };
+            let (frame, used) = record::decode_frame(&frames[at..]).map_err(key_log)?;
             if let Frame::Entries(entries) = frame {
                 for entry in entries.iter() {
-                    let entry = entry.map_err(|e| ClientError::Protocol(e.to_string()))?;
+                    let entry = entry.map_err(key_log)?;
                     merged.entries += 1;
                     merged.max_seq = merged.max_seq.max(entry.seq);
                     let location = match entry.kind {
@@ -399,7 +382,7 @@ impl View {
         let value = match lookup {
             // A record's checksum is verified once per window: on its
             // first hit there.
-            Lookup::Hit(record) => {
+            WindowLookup::Hit(record) => {
                 let verified = record.checksum_verified();
                 let value = check_record(key, location, &record.bytes, !verified).ok();
                 if value.is_some() && !verified {
@@ -407,7 +390,7 @@ impl View {
                 }
                 value
             }
-            Lookup::PointRead => None,
+            WindowLookup::PointRead => None,
         };
         if value.is_some() {
             self.hit();
@@ -442,12 +425,18 @@ impl View {
     }
 }
 
-/// A written value for the value cache.
-pub(crate) enum Cacheable<'a> {
-    /// To be copied into a buffer of its own.
-    Borrowed(&'a [u8]),
-    /// Already in a buffer of its own.
-    Owned(Bytes),
+/// Why a record read back is not the one its index entry names.
+#[derive(Debug, thiserror::Error)]
+enum Mismatch {
+    /// The bytes do not decode or verify.
+    #[error(transparent)]
+    Record(#[from] record::RecordError),
+    #[error("the record belongs to another key")]
+    OtherKey,
+    #[error("the record has sequence {record}, the index {index}")]
+    OtherSeq { record: u64, index: u64 },
+    #[error("the record's length differs from the index's")]
+    OtherLen,
 }
 
 /// Checks a record against the index entry it was read for and returns its
@@ -458,24 +447,23 @@ fn check_record(
     location: &Location,
     bytes: &Bytes,
     verify_checksum: bool,
-) -> std::result::Result<Bytes, String> {
+) -> std::result::Result<Bytes, Mismatch> {
     let decoded = if verify_checksum {
         record::decode_value_record(bytes)
     } else {
         record::decode_verified_value_record(bytes)
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     if decoded.key != key {
-        return Err("the record belongs to another key".into());
+        return Err(Mismatch::OtherKey);
     }
     if decoded.seq != location.seq {
-        return Err(format!(
-            "the record has sequence {}, the index {}",
-            decoded.seq, location.seq
-        ));
+        return Err(Mismatch::OtherSeq {
+            record: decoded.seq,
+            index: location.seq,
+        });
     }
     if decoded.encoded_len() != bytes.len() {
-        return Err("the record's length differs from the index's".into());
+        return Err(Mismatch::OtherLen);
     }
     Ok(bytes.slice(VALUE_HEADER_BYTES + key.len()..))
 }
@@ -483,12 +471,12 @@ fn check_record(
 /// The value of a record read from the storage node, checked like a
 /// window's.
 pub(crate) fn value_of(key: &[u8], location: &Location, bytes: &Bytes) -> Result<Bytes> {
-    check_record(key, location, bytes, true).map_err(|reason| EngineError::Corrupt {
+    check_record(key, location, bytes, true).map_err(|mismatch| EngineError::Corrupt {
         key: String::from_utf8_lossy(key).into_owned(),
         wire: WireError::Corrupt {
             partition: u32::from(location.partition),
             offset: location.offset,
-            reason,
+            reason: mismatch.to_string(),
         },
     })
 }

@@ -1,34 +1,43 @@
-//! The write route. Puts of [`Writes::put_each`]: each caller's run of
-//! puts joins its partition's lane ([`crate::coalesce::lanes`], the
-//! policy); a run that finds the lane idle is sent by its caller, and what
-//! collects behind it by a task of the lane's, one `write_many` at a time,
-//! every put recorded in the view before its caller hears of it.
+//! The write route: every write — a plain SET, a SET with options, MSET,
+//! DEL, EXEC, an expiry's delete, the engine's `put`, `put_many` and
+//! `delete` — is a run of [`KeyWrite`]s that joins its partition's lane
+//! ([`crate::coalesce::lanes`], the policy) and reaches the storage node in
+//! one `write_many` request with the runs that collected beside it; its
+//! acknowledgements are recorded in the view by one function
+//! ([`View::record`]) before its caller hears of them.
 //!
-//! A write is acknowledged to the caller only after the storage node has
-//! acknowledged it; the acknowledgement's sequence number and offset update
-//! the index, which never moves a key to a lower sequence number.
+//! A run that finds its lane idle is sent by its caller, at once (an idle
+//! node adds no latency); what collects behind it while it is in flight is
+//! sent by a task of the lane's when its acknowledgement comes back, up to
+//! a bound of bytes a batch. A run is never split: its writes take effect
+//! as one unit (all or none after a crash). A lane sends its runs in the
+//! order they joined, each batch after the previous one's acknowledgement,
+//! so one caller's writes through one partition take effect in its order.
+//!
+//! Bound: a caller waits for the answers to its runs before it writes
+//! again, so a lane holds at most one turn's worth of runs per caller.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use splitkv_common::client::{BatchOp, Call, ClientError};
+use splitkv_common::client::{ClientError, KeyWrite};
 use splitkv_common::limits::Limits;
-use splitkv_common::message::{self, WriteAck};
+use splitkv_common::message;
 use tokio::sync::oneshot;
 
 use crate::coalesce::{Joined, Lanes, Lead};
 use crate::error::{EngineError, Result};
 use crate::storage::Storage;
-use crate::view::{Cacheable, View};
+use crate::view::View;
 
-/// Bytes of meta a put takes in a `write_many` frame besides its key: the
-/// key's length and the operation.
-const PUT_META_BYTES: usize = 24;
+/// Bytes of meta a write takes in a `write_many` frame besides its key and
+/// value: the key's length and the operation.
+const WRITE_META_BYTES: usize = 24;
 
-/// Bytes a put takes in a `write_many` frame.
-fn put_frame_bytes(key: &[u8], value: &[u8]) -> usize {
-    key.len() + value.len() + PUT_META_BYTES
+/// Bytes `write` takes in a `write_many` frame.
+fn frame_bytes(write: &KeyWrite<Bytes>) -> usize {
+    write.key().len() + write.value().map_or(0, <[u8]>::len) + WRITE_META_BYTES
 }
 
 /// The lanes of `partitions` partitions, their batches bound so that every
@@ -42,10 +51,11 @@ fn lanes_for(partitions: usize, limits: &Limits) -> Lanes<QueuedRun> {
     )
 }
 
-/// One caller's run of puts waiting in a lane, and where their outcomes go.
+/// One caller's run of writes waiting in a lane, and where its outcome
+/// goes: how many of its expiries removed a version from the index.
 pub(crate) struct QueuedRun {
-    pairs: Vec<(Bytes, Bytes)>,
-    done: oneshot::Sender<Vec<Result<()>>>,
+    writes: Vec<KeyWrite<Bytes>>,
+    done: oneshot::Sender<Result<u64>>,
 }
 
 /// The write route: the view the acknowledgements go into, the storage
@@ -80,9 +90,35 @@ impl Writes {
         &self.storage
     }
 
+    /// Applies `writes` through `partition` as one unit; returns once the
+    /// storage node has acknowledged them and they are in the view, with
+    /// how many of its expiries removed a version from the index. A write
+    /// over the limits fails the unit without sending anything.
+    pub(crate) async fn write(
+        this: &Arc<Self>,
+        partition: usize,
+        writes: Vec<KeyWrite<Bytes>>,
+    ) -> Result<u64> {
+        if !this.storage.is_writer() {
+            return Err(EngineError::ReadOnly);
+        }
+        for write in &writes {
+            this.storage.check_write(write)?;
+        }
+        if writes.is_empty() {
+            return Ok(0);
+        }
+        let bytes = writes.iter().map(frame_bytes).sum();
+        let mut answers = Self::join(this, partition, vec![(writes, bytes)]).await;
+        answers
+            .pop()
+            .unwrap_or(Err(EngineError::Storage(ClientError::ShutDown)))
+    }
+
     /// Puts each `(key, value)` pair (without expiry) through `partition`
-    /// with an outcome per pair, in order (see
-    /// `Engine::put_each_async`).
+    /// with an outcome per pair, in order (see `Engine::put_each_async`):
+    /// a pair over the limits fails alone, without being sent; the others
+    /// go in runs of at most a batch's bytes (or a single pair).
     pub(crate) async fn put_each(
         this: &Arc<Self>,
         partition: usize,
@@ -91,71 +127,84 @@ impl Writes {
         if !this.storage.is_writer() {
             return pairs.iter().map(|_| Err(EngineError::ReadOnly)).collect();
         }
-        let lane = partition % this.view.partitions();
         let max_batch_bytes = this.lanes.max_batch_bytes();
-        let mut outcomes: Vec<Option<Result<()>>> = Vec::with_capacity(pairs.len());
-        // The valid pairs, cut into runs of at most a batch's bytes (or a
-        // single pair), each joining the lane in order.
-        let mut answers = Vec::new();
-        let mut lead = None;
+        // Per pair: its failure, or the run it went in.
+        let mut outcomes: Vec<std::result::Result<usize, EngineError>> =
+            Vec::with_capacity(pairs.len());
+        let mut runs: Vec<(Vec<KeyWrite<Bytes>>, usize)> = Vec::new();
         let mut run = Vec::new();
         let mut run_bytes = 0;
-        let mut join = |run: Vec<(Bytes, Bytes)>, run_bytes: usize| {
+        for (key, value) in pairs {
+            let write = KeyWrite::put(key, value);
+            if let Err(e) = this.storage.check_write(&write) {
+                outcomes.push(Err(e));
+                continue;
+            }
+            let bytes = frame_bytes(&write);
+            if !run.is_empty() && run_bytes + bytes > max_batch_bytes {
+                runs.push((std::mem::take(&mut run), run_bytes));
+                run_bytes = 0;
+            }
+            run.push(write);
+            run_bytes += bytes;
+            outcomes.push(Ok(runs.len()));
+        }
+        if !run.is_empty() {
+            runs.push((run, run_bytes));
+        }
+        let answers = Self::join(this, partition, runs).await;
+        outcomes
+            .into_iter()
+            .map(|outcome| match outcome {
+                Ok(run) => match &answers[run] {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e.clone()),
+                },
+                Err(e) => Err(e),
+            })
+            .collect()
+    }
+
+    /// Places each run (its writes and their frame bytes) in `partition`'s
+    /// lane, in order, sends the first batch itself if the lane was idle,
+    /// and returns each run's outcome.
+    async fn join(
+        this: &Arc<Self>,
+        partition: usize,
+        runs: Vec<(Vec<KeyWrite<Bytes>>, usize)>,
+    ) -> Vec<Result<u64>> {
+        let lane = partition % this.view.partitions();
+        let mut answers = Vec::with_capacity(runs.len());
+        let mut lead = None;
+        for (writes, bytes) in runs {
             let (done, answer) = oneshot::channel();
-            answers.push((answer, run.len()));
-            if let Joined::Lead { batch } =
-                this.lanes
-                    .join(lane, QueuedRun { pairs: run, done }, run_bytes)
+            answers.push(answer);
+            if let Joined::Lead { batch } = this.lanes.join(lane, QueuedRun { writes, done }, bytes)
             {
                 lead = Some(batch);
             }
-        };
-        for (key, value) in pairs {
-            if let Err(e) = this.storage.prepare_write(partition, &key, Some(&value)) {
-                outcomes.push(Some(Err(e)));
-                continue;
-            }
-            let bytes = put_frame_bytes(&key, &value);
-            if !run.is_empty() && run_bytes + bytes > max_batch_bytes {
-                join(std::mem::take(&mut run), run_bytes);
-                run_bytes = 0;
-            }
-            run.push((key, value));
-            run_bytes += bytes;
-            outcomes.push(None);
-        }
-        if !run.is_empty() {
-            join(run, run_bytes);
         }
         if let Some(batch) = lead {
             // The leader sends its own batch; what collects behind it goes
-            // on a task of the lane's, so the leader answers its client
+            // on a task of the lane's, so the leader answers its caller
             // after one round trip.
             let _lead = Lead {
                 route: this,
                 lane,
                 hand_on: Writes::spawn_lane,
             };
-            this.send_put_batch(lane, batch).await;
+            this.send_batch(lane, batch).await;
         }
-        let mut results = Vec::with_capacity(outcomes.len());
-        for (answer, puts) in answers {
-            match answer.await {
-                Ok(answered) if answered.len() == puts => results.extend(answered),
-                // The lane's task went away (the engine is shutting down).
-                _ => results
-                    .extend((0..puts).map(|_| Err(EngineError::Storage(ClientError::ShutDown)))),
-            }
+        let mut outcomes = Vec::with_capacity(answers.len());
+        for answer in answers {
+            // A lane's task that went away: the engine is shutting down.
+            outcomes.push(
+                answer
+                    .await
+                    .unwrap_or(Err(EngineError::Storage(ClientError::ShutDown))),
+            );
         }
-        let mut results = results.into_iter();
         outcomes
-            .into_iter()
-            .map(|outcome| {
-                outcome
-                    .or_else(|| results.next())
-                    .unwrap_or(Err(EngineError::Storage(ClientError::ShutDown)))
-            })
-            .collect()
     }
 
     /// Sends `lane`'s next batch on a task of its own, if any collected;
@@ -170,106 +219,53 @@ impl Writes {
                     lane,
                     hand_on: Writes::spawn_lane,
                 };
-                writes.send_put_batch(lane, next).await;
+                writes.send_batch(lane, next).await;
             });
         }
     }
 
     /// Sends the runs of `batch` as one `write_many` through `partition`,
-    /// records every acknowledged put, and answers each run.
-    async fn send_put_batch(&self, partition: usize, batch: Vec<QueuedRun>) {
+    /// records the acknowledgements in the view, and answers each run.
+    async fn send_batch(&self, partition: usize, batch: Vec<QueuedRun>) {
+        let mut writes = Vec::new();
+        let mut runs = Vec::with_capacity(batch.len());
+        for run in batch {
+            runs.push((run.writes.len(), run.done));
+            writes.extend(run.writes);
+        }
         let client = &self.storage.client;
-        let ops: Vec<BatchOp<'_>> = batch
-            .iter()
-            .flat_map(|run| run.pairs.iter())
-            .map(|(key, value)| BatchOp::put(key, value))
-            .collect();
         let acks = match self
             .storage
-            .submit_write(partition, || client.write_many(partition, &ops))
+            .submit_write(partition, || client.write_many(partition, &writes))
             .await
         {
             Ok(call) => call.wait().await.map_err(EngineError::from),
             Err(e) => Err(e),
         };
-        let acks = acks.and_then(|acks| {
-            if acks.len() == ops.len() {
-                Ok(acks)
-            } else {
-                Err(EngineError::Storage(ClientError::Protocol(format!(
-                    "{} acknowledgements for a batch of {} puts",
-                    acks.len(),
-                    ops.len()
-                ))))
-            }
-        });
-        drop(ops);
         self.view
             .counters
             .put_batches
             .fetch_add(1, Ordering::Relaxed);
-        match acks {
-            Ok(acks) => {
-                let mut acks = acks.into_iter();
-                for run in batch {
-                    let results = run
-                        .pairs
-                        .iter()
-                        .zip(&mut acks)
-                        .map(|((key, value), ack)| {
-                            let cached = self
-                                .view
-                                .cache
-                                .admits(value.len())
-                                .then_some(Cacheable::Borrowed(value));
-                            self.view
-                                .record_put(partition, key, value.len(), 0, cached, ack);
-                            Ok(())
-                        })
-                        .collect();
+        let recorded = acks.and_then(|acks| self.view.record(partition, &writes, acks));
+        match recorded {
+            Ok(expired) => {
+                let mut expired = expired.into_iter();
+                for (len, done) in runs {
+                    let removed = expired
+                        .by_ref()
+                        .take(len)
+                        .filter(|&removed| removed)
+                        .count();
                     // A caller that went away no longer wants the answer.
-                    let _ = run.done.send(results);
+                    let _ = done.send(Ok(removed as u64));
                 }
             }
             Err(e) => {
-                for run in batch {
-                    let results = run.pairs.iter().map(|_| Err(e.for_each_op())).collect();
-                    let _ = run.done.send(results);
+                for (_, done) in runs {
+                    let _ = done.send(Err(e.clone()));
                 }
             }
         }
-    }
-
-    /// Like [`Storage::prepare_write`], for every op of a batch.
-    fn prepare_batch(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<usize> {
-        for op in ops {
-            match *op {
-                BatchOp::Put { key, value, .. } => {
-                    self.storage.prepare_write(partition, key, Some(value))?
-                }
-                BatchOp::Delete { key } | BatchOp::Expire { key, .. } => {
-                    self.storage.prepare_write(partition, key, None)?
-                }
-            };
-        }
-        Ok(partition % self.view.partitions())
-    }
-
-    /// Applies `ops` through `partition` as one unit and records their
-    /// acknowledgements (see `Engine::write_many_async`). Returns how many
-    /// of its expiries removed a version from the index.
-    pub(crate) async fn write_batch(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<u64> {
-        let partition = self.prepare_batch(partition, ops)?;
-        let client = &self.storage.client;
-        let acks = self
-            .storage
-            .submit_write(partition, || client.write_many(partition, ops))
-            .await?
-            .wait()
-            .await?;
-        self.view
-            .batches
-            .apply(|| self.view.record_write_many(partition, ops, acks))
     }
 
     /// Deletes every key (FLUSHALL), through `partition`'s connection (see
@@ -291,82 +287,4 @@ impl Writes {
         }
         Ok(())
     }
-
-    /// Deletes `key` through `partition`; returns once acknowledged, with
-    /// whether the key existed.
-    pub(crate) async fn delete(&self, partition: usize, key: &[u8]) -> Result<bool> {
-        let partition = self.storage.prepare_write(partition, key, None)?;
-        let existed = self.view.visible(key).is_some();
-        let client = &self.storage.client;
-        let ack = self
-            .storage
-            .submit_write(partition, || client.delete(partition, key))
-            .await?
-            .wait()
-            .await?;
-        self.view.record_delete(partition, key, ack);
-        Ok(existed)
-    }
-
-    /// Sends a put into `partition` without waiting for its
-    /// acknowledgement (see `Engine::start_put`).
-    pub(crate) async fn start_put<K: AsRef<[u8]>>(
-        &self,
-        partition: usize,
-        key: K,
-        value: &[u8],
-        expire_at_ms: u64,
-    ) -> Result<PendingPut<K>> {
-        let partition = self
-            .storage
-            .prepare_write(partition, key.as_ref(), Some(value))?;
-        let client = &self.storage.client;
-        let call = self
-            .storage
-            .submit_write(partition, || {
-                client.put(partition, key.as_ref(), value, expire_at_ms)
-            })
-            .await?;
-        let cached = self
-            .view
-            .cache
-            .admits(value.len())
-            .then(|| Bytes::copy_from_slice(value));
-        Ok(PendingPut {
-            partition,
-            key,
-            value_len: value.len(),
-            expire_at_ms,
-            cached,
-            call,
-        })
-    }
-
-    /// Waits for a put's acknowledgement and records it in the index.
-    pub(crate) async fn finish_put<K: AsRef<[u8]>>(&self, pending: PendingPut<K>) -> Result<()> {
-        let ack = pending.call.wait().await?;
-        self.view.record_put(
-            pending.partition,
-            pending.key.as_ref(),
-            pending.value_len,
-            pending.expire_at_ms,
-            pending.cached.map(Cacheable::Owned),
-            ack,
-        );
-        Ok(())
-    }
-}
-
-/// A put that has been sent and not yet acknowledged (see
-/// `Engine::start_put`).
-#[must_use = "a put takes effect in the index only once finished"]
-pub struct PendingPut<K> {
-    partition: usize,
-    key: K,
-    value_len: usize,
-    expire_at_ms: u64,
-    /// A copy of the value for the value cache, if it takes values of its
-    /// size.
-    cached: Option<Bytes>,
-    call: Call<WriteAck>,
 }

@@ -46,7 +46,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::Engine;
 use clients::ClientRegistry;
-use commands::{Flow, RespClient, Shared};
+use commands::{Flow, RespClient, ServerState};
 use parser::{ParseLimits, RequestParser};
 use reply::Replies;
 
@@ -85,7 +85,7 @@ pub async fn serve(
     config: RespConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(ServerState {
         requirepass: config.requirepass,
         storage: config.storage,
         clients: Arc::new(ClientRegistry::default()),
@@ -121,7 +121,7 @@ async fn serve_client(
     engine: &Engine,
     stream: TcpStream,
     peer: SocketAddr,
-    shared: &Shared,
+    shared: &ServerState,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr()?;

@@ -134,7 +134,7 @@ impl RespClient<'_> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.engine.write_many_async(self.partition, &batch).await
+        self.engine.write_async(self.partition, batch).await
     }
 }
 
