@@ -1,60 +1,45 @@
 //! The compute node's engine: it holds no state on its own disk. At start it
 //! connects to the storage node (one connection per partition), pulls every
-//! partition's key log in parallel and rebuilds the index; then it serves
-//! reads from its windows or the storage node, and writes through the
-//! storage node, updating the index from each acknowledgement.
+//! partition's key log in parallel and rebuilds its view (the index, the
+//! value cache, the read windows); then it serves reads from its view or the
+//! storage node, and writes through the storage node, updating the view
+//! from each acknowledgement.
 //!
-//! Each read and write is one async method (for tasks on any tokio
-//! runtime; the RESP server uses the engine's own, [`Engine::handle`]),
-//! with a blocking form over it for plain threads (not to be called from
-//! inside an async task).
+//! The engine is wiring: the [`View`] is the in-memory state, the write
+//! route ([`Writes`]) and the read route ([`Reads`]) are given it and the
+//! storage client, and the node's [`Role`] runs the active expiry or a
+//! reader's followers. Each read and write is one async method (for tasks
+//! on any tokio runtime; the RESP server uses the engine's own,
+//! [`Engine::handle`]), with a blocking form over it for plain threads
+//! (not to be called from inside an async task).
 //!
 //! The storage client tells the engine what happens to its connections on
-//! a bounded channel the engine owns; the engine's task that follows it
+//! a bounded channel the engine owns; the role's task that follows it
 //! pulls a partition's key-log tail after its connection comes back.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use splitkv_common::client::{ClientConfig, LinkEvent, StorageClient, Welcome};
+use bytes::Bytes;
+use splitkv_common::client::{BatchOp, ClientConfig, KeyWrite, StorageClient, Welcome};
 use splitkv_common::limits::Limits;
 use tokio::sync::mpsc;
 
-use crate::batch_gate::BatchGate;
-use crate::cache::ValueCache;
 use crate::config::EngineConfig;
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::expiry;
-use crate::index::{Index, IndexStats};
+use crate::index::{IndexStats, Location};
+use crate::reads::Reads;
 use crate::rebuild;
-use crate::window::{Fetch, PartitionWindows};
-
-/// Counters of the engine's work since it started.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) puts: AtomicU64,
-    pub(crate) deletes: AtomicU64,
-    pub(crate) gets: AtomicU64,
-    pub(crate) hits: AtomicU64,
-    pub(crate) misses: AtomicU64,
-    pub(crate) point_reads: AtomicU64,
-    /// Index entries moved after a read answered `moved`.
-    pub(crate) relocations: AtomicU64,
-    /// Coalesced put batches sent (see `coalesce`).
-    pub(crate) put_batches: AtomicU64,
-    /// Coalesced `GetMany` requests sent (see `coalesce::reads`).
-    pub(crate) read_batches: AtomicU64,
-    pub(crate) window_fetches: AtomicU64,
-    pub(crate) window_fetch_bytes: AtomicU64,
-    pub(crate) tail_pulls: AtomicU64,
-    pub(crate) clears: AtomicU64,
-    /// Keys the active expiry removed.
-    pub(crate) expired_keys: AtomicU64,
-    /// Milliseconds the start's index rebuild took.
-    pub(crate) rebuild_ms: AtomicU64,
-}
+use crate::replication::{self, Promotion, Replication, Role};
+use crate::storage::Storage;
+use crate::view::View;
+use crate::walk;
+use crate::writes::Writes;
 
 /// A snapshot of the engine's state, for INFO and benchmarks.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -96,8 +81,9 @@ pub struct EngineStats {
     /// Index entries moved to where garbage collection put their records,
     /// after a read of the old place answered `moved`.
     pub relocations: u64,
-    /// Batches that carried the puts of [`Engine::put_each_async`] (the
-    /// RESP server's plain SETs): with `puts`, how well they coalesced.
+    /// `WriteMany` requests that carried the writes (every write goes
+    /// through its partition's lane): with `puts` and `deletes`, how well
+    /// they coalesced.
     pub put_batches: u64,
     /// Requests that carried the records of `point_reads`, each with the
     /// reads of one or more callers that shared a connection's round trip.
@@ -144,165 +130,45 @@ impl EngineStats {
     }
 }
 
-/// State shared by the engine's callers and its background tasks.
-pub(crate) struct Inner {
-    pub(crate) config: EngineConfig,
-    pub(crate) client: StorageClient,
-    pub(crate) index: Index,
-    pub(crate) windows: Vec<PartitionWindows>,
-    /// Values of hot keys, for reads no window covers.
-    pub(crate) cache: ValueCache,
-    /// Per partition: the highest sequence number acknowledged in it.
-    /// After its connection comes back, the key-log tail past it is pulled,
-    /// so a write whose acknowledgement was lost becomes visible.
-    pub(crate) acked_seq: Vec<AtomicU64>,
-    pub(crate) counters: Counters,
-    pub(crate) handle: tokio::runtime::Handle,
-    next_partition: AtomicUsize,
-    next_client_partition: AtomicUsize,
-    /// Woken each time a reader applies followed key-log entries, and each
-    /// time the writer's active expiry removes keys.
-    pub(crate) applied: tokio::sync::Notify,
-    /// Per partition, for a reader: its key-log stream has caught up with
-    /// the end it found and is following what is appended.
-    pub(crate) follow_caught_up: Vec<AtomicBool>,
-    /// True for the writer (configured as one, or a promoted reader).
-    pub(crate) writer: AtomicBool,
-    /// A reader's tasks that follow the key logs.
-    pub(crate) followers: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
-    /// The writer's active expiry task.
-    pub(crate) expirer: parking_lot::Mutex<Option<tokio::task::AbortHandle>>,
-    /// Keeps multi-key reads from seeing part of a batch.
-    pub(crate) batches: BatchGate,
-    /// The lanes that coalesce plain puts, one per partition.
-    pub(crate) put_lanes: crate::coalesce::Lanes<crate::coalesce::QueuedRun>,
-    /// The lanes that coalesce the record reads of multi-key reads, one per
-    /// connection.
-    pub(crate) read_lanes: crate::coalesce::Lanes<crate::coalesce::reads::QueuedReads>,
-    /// Per partition: key-log entries applied (the rebuild's and, for a
-    /// reader, the followed ones).
-    pub(crate) applied_entries: Vec<AtomicU64>,
-    /// Per partition: milliseconds since the engine started at which
-    /// entries were last applied.
-    pub(crate) applied_at_ms: Vec<AtomicU64>,
-    pub(crate) started: std::time::Instant,
-}
-
-impl Inner {
-    pub(crate) fn partitions(&self) -> usize {
-        self.windows.len()
-    }
-
-    /// Notes one acknowledged write of this node's own: a key-log entry of
-    /// `partition` at `seq`. Counted among the applied entries too, so that
-    /// a writer that becomes a reader measures its lag from what it holds
-    /// (an entry pulled after a reconnection and then acknowledged counts
-    /// twice, which can only make the lag read lower).
-    pub(crate) fn note_acked(&self, partition: usize, seq: u64) {
-        self.applied_entries[partition].fetch_add(1, Ordering::AcqRel);
-        self.acked_seq[partition].fetch_max(seq, Ordering::AcqRel);
-    }
-
-    /// Notes key-log entries of `partition` merged into the index.
-    /// The entry count is raised before the sequence number, so whoever
-    /// sees the sequence number sees the count.
-    pub(crate) fn note_applied(&self, partition: usize, merged: &rebuild::Merged) {
-        self.applied_at_ms[partition].store(self.uptime_ms(), Ordering::Release);
-        self.applied_entries[partition].fetch_add(merged.entries, Ordering::AcqRel);
-        self.windows[partition].note_committed_end(merged.value_end);
-        self.acked_seq[partition].fetch_max(merged.max_seq, Ordering::AcqRel);
-    }
-
-    pub(crate) fn uptime_ms(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    pub(crate) fn is_writer(&self) -> bool {
-        self.writer.load(Ordering::Acquire)
-    }
-
-    /// Starts a window fetch in the background.
-    pub(crate) fn spawn_fetch(self: &Arc<Self>, partition: usize, fetch: Fetch) {
-        self.counters.window_fetches.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(
-            partition,
-            slot = fetch.slot,
-            id = fetch.id,
-            start = fetch.range.start,
-            end = fetch.range.end,
-            "window fetch"
-        );
-        let inner = Arc::clone(self);
-        self.handle.spawn(async move {
-            let start = fetch.range.start;
-            let len = (fetch.range.end - start) as usize;
-            let windows = &inner.windows[partition];
-            match inner.client.read_range(partition, start, len).await {
-                Ok((bytes, committed_end)) => {
-                    inner
-                        .counters
-                        .window_fetch_bytes
-                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                    let range = start..start + bytes.len() as u64;
-                    windows.complete(fetch.id, range, bytes, committed_end);
-                }
-                Err(e) => {
-                    tracing::debug!(partition, "window fetch failed: {e}");
-                    windows.fail(fetch.id);
-                }
-            }
-        });
-    }
-
-    pub(crate) fn check_key(&self, key: &[u8]) -> Result<()> {
-        self.config
-            .limits
-            .check_key(key)
-            .map_err(EngineError::Invalid)
-    }
-
-    pub(crate) fn check_value(&self, value: &[u8]) -> Result<()> {
-        self.config
-            .limits
-            .check_value(value)
-            .map_err(EngineError::Invalid)
-    }
-
-    /// The partition a caller that names none writes to: one per thread,
-    /// spread round robin, so that one thread's operations stay in order.
-    pub(crate) fn thread_partition(&self) -> usize {
-        thread_local! {
-            static PARTITION: Cell<Option<usize>> = const { Cell::new(None) };
-        }
-        PARTITION.with(|partition| match partition.get() {
-            Some(p) => p % self.partitions(),
-            None => {
-                let p = self.next_partition();
-                partition.set(Some(p));
-                p
-            }
-        })
-    }
-
-    /// A partition for a new caller (e.g. a RESP client), spread round
-    /// robin.
-    pub(crate) fn next_partition(&self) -> usize {
-        self.next_partition.fetch_add(1, Ordering::Relaxed) % self.partitions()
-    }
-
-    pub(crate) fn reconnect_wait(&self) -> Duration {
-        Duration::from_millis(self.config.reconnect_wait_ms)
-    }
-
-    pub(crate) fn request_timeout(&self) -> Duration {
-        Duration::from_millis(self.config.request_timeout_ms)
-    }
-}
-
 /// A compute node's engine. Thread-safe; cheap to share behind an `Arc`.
 pub struct Engine {
-    pub(crate) inner: Arc<Inner>,
+    view: Arc<View>,
+    storage: Arc<Storage>,
+    writes: Arc<Writes>,
+    reads: Arc<Reads>,
+    role: Arc<Role>,
+    config: EngineConfig,
+    handle: tokio::runtime::Handle,
+    next_partition: AtomicUsize,
+    next_client_partition: AtomicUsize,
     runtime: Option<tokio::runtime::Runtime>,
+}
+
+/// How long a dropped engine waits for its connections' close to reach the
+/// storage node.
+const CLOSE_WAIT: Duration = Duration::from_millis(200);
+
+/// Link events the storage client may queue for the engine before it
+/// waits: a few per partition's connection.
+const MAX_QUEUED_LINK_EVENTS: usize = 64;
+
+/// Wakes a thread parked in [`Engine::block`].
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+thread_local! {
+    /// The calling thread's waker for [`Engine::block`] (a wake-up that
+    /// comes before the park is not lost: the park returns at once).
+    static THREAD_WAKER: Waker = Waker::from(Arc::new(Unpark(std::thread::current())));
 }
 
 impl Engine {
@@ -315,41 +181,116 @@ impl Engine {
         if let Some(workers) = config.worker_threads {
             runtime.worker_threads(workers.max(1));
         }
-        let runtime = runtime.build().map_err(EngineError::Runtime)?;
-        let inner = runtime.block_on(connect_inner(config, runtime.handle().clone()))?;
+        let runtime = runtime.build()?;
+        let mut engine = runtime.block_on(Self::wire(config, runtime.handle().clone()))?;
+        engine.runtime = Some(runtime);
+        Ok(engine)
+    }
+
+    /// Connects the storage client, wires the view, the routes and the
+    /// role together, and rebuilds the view.
+    async fn wire(mut config: EngineConfig, handle: tokio::runtime::Handle) -> Result<Self> {
+        let (events, events_rx) = mpsc::channel(MAX_QUEUED_LINK_EVENTS);
+        let mut client_config =
+            ClientConfig::new(config.storage.clone(), Arc::clone(&config.identity));
+        client_config.writer = config.writer;
+        client_config.request_timeout_ms = config.request_timeout_ms;
+        client_config.connect_timeout_ms = config.connect_timeout_ms;
+        client_config.transport = config.transport;
+        client_config.max_frame_bytes = splitkv_common::message::max_frame_bytes(
+            config.limits.max_key_bytes,
+            config.limits.max_value_bytes,
+        );
+        client_config.max_in_flight_requests = config.max_in_flight_requests;
+        client_config.outbox_bytes = config.outbox_bytes;
+        client_config.link_events = Some(events);
+        let client = Arc::new(StorageClient::connect(client_config).await?);
+        let partitions = client.partitions();
+        adopt_node_limits(&mut config, client.welcome());
+        let view = Arc::new(View::new(
+            partitions,
+            config.window_bytes,
+            config.cache_bytes,
+        ));
+        let storage = Arc::new(Storage::new(
+            Arc::clone(&client),
+            config.limits,
+            Duration::from_millis(config.reconnect_wait_ms),
+            Duration::from_millis(config.request_timeout_ms),
+            config.writer,
+        ));
+        let writes = Arc::new(Writes::new(
+            Arc::clone(&view),
+            Arc::clone(&storage),
+            handle.clone(),
+        ));
+        let reads = Arc::new(Reads::new(
+            Arc::clone(&view),
+            Arc::clone(&storage),
+            handle.clone(),
+        ));
+        let role = Arc::new(Role::new(Arc::clone(&writes), handle.clone()));
+        tokio::spawn(replication::follow_link_events(
+            Arc::downgrade(&role),
+            events_rx,
+        ));
+        let started = std::time::Instant::now();
+        rebuild::rebuild_index(&view, &client).await?;
+        let rebuild_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        view.counters
+            .rebuild_ms
+            .store(rebuild_ms, Ordering::Relaxed);
+        role.start();
+        let stats = view.index.stats();
+        tracing::info!(
+            keys = stats.live_keys,
+            partitions,
+            epoch = client.epoch(),
+            seconds = started.elapsed().as_secs_f64(),
+            "index rebuilt from the storage node's key logs"
+        );
         Ok(Self {
-            inner,
-            runtime: Some(runtime),
+            view,
+            storage,
+            writes,
+            reads,
+            role,
+            config,
+            handle,
+            next_partition: AtomicUsize::new(0),
+            next_client_partition: AtomicUsize::new(0),
+            runtime: None,
         })
     }
 
     /// The engine's runtime: its connections, window fetches and key-log
     /// pulls run there, and tasks that call the async methods may too.
     pub fn handle(&self) -> &tokio::runtime::Handle {
-        &self.inner.handle
+        &self.handle
+    }
+
+    /// The limits of keys and values this engine accepts (the configured
+    /// ones, lowered to the storage node's).
+    pub fn limits(&self) -> &Limits {
+        self.storage.limits()
     }
 
     /// Number of partitions (and connections).
     pub fn partitions(&self) -> usize {
-        self.inner.partitions()
+        self.view.partitions()
     }
 
     /// True for a writer (configured as one, or a promoted reader); false
     /// for a reader, which follows the writer's key logs and whose writes
     /// the storage node refuses.
     pub fn is_writer(&self) -> bool {
-        self.inner.is_writer()
+        self.storage.is_writer()
     }
 
     /// The highest sequence number this engine has applied (acknowledged
     /// to it, or, for a reader, followed).
     pub fn applied_seq(&self) -> u64 {
-        self.inner
-            .acked_seq
-            .iter()
-            .map(|seq| seq.load(Ordering::Acquire))
-            .max()
-            .unwrap_or(0)
+        self.view.acked_seqs().into_iter().max().unwrap_or(0)
     }
 
     /// Per partition, the highest sequence number this engine has applied
@@ -357,30 +298,23 @@ impl Engine {
     /// partitions, so a reader has everything a writer had acknowledged
     /// once each of its figures is at least the writer's.
     pub fn applied_seqs(&self) -> Vec<u64> {
-        self.inner
-            .acked_seq
-            .iter()
-            .map(|seq| seq.load(Ordering::Acquire))
-            .collect()
+        self.view.acked_seqs()
     }
 
     /// True if this engine has applied, in every partition, at least
     /// `seqs` (another engine's [`Engine::applied_seqs`]).
     pub fn has_applied(&self, seqs: &[u64]) -> bool {
-        self.inner
-            .acked_seq
+        self.view
+            .acked_seqs()
             .iter()
             .zip(seqs)
-            .all(|(mine, &theirs)| mine.load(Ordering::Acquire) >= theirs)
+            .all(|(mine, theirs)| mine >= theirs)
     }
 
     /// For a reader: true while every partition's key-log stream has caught
     /// up with the end it found and follows what is appended.
     pub fn following(&self) -> bool {
-        self.inner
-            .follow_caught_up
-            .iter()
-            .all(|caught_up| caught_up.load(Ordering::Acquire))
+        self.view.all_caught_up()
     }
 
     /// Waits until `condition` holds, checking it again each time a reader
@@ -393,9 +327,9 @@ impl Engine {
         mut condition: impl FnMut(&Engine) -> bool,
     ) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
-        self.inner.handle.block_on(async {
+        self.handle.block_on(async {
             loop {
-                let applied = self.inner.applied.notified();
+                let applied = self.view.applied_changed();
                 let mut applied = std::pin::pin!(applied);
                 applied.as_mut().enable();
                 if condition(self) {
@@ -408,31 +342,47 @@ impl Engine {
         })
     }
 
+    /// The partition a caller that names none writes to: one per thread,
+    /// spread round robin, so that one thread's operations stay in order.
+    fn thread_partition(&self) -> usize {
+        thread_local! {
+            static PARTITION: Cell<Option<usize>> = const { Cell::new(None) };
+        }
+        PARTITION.with(|partition| match partition.get() {
+            Some(p) => p % self.partitions(),
+            None => {
+                let p = self.next_partition.fetch_add(1, Ordering::Relaxed) % self.partitions();
+                partition.set(Some(p));
+                p
+            }
+        })
+    }
+
     /// A partition for a new caller that wants its writes kept in order
     /// (for example one RESP client connection): round robin over the
     /// first [`EngineConfig::client_partitions`] partitions.
     pub fn assign_partition(&self) -> usize {
-        let inner = &self.inner;
-        let spread = match inner.config.client_partitions {
-            0 => inner.partitions(),
-            n => n.min(inner.partitions()),
+        let spread = match self.config.client_partitions {
+            0 => self.partitions(),
+            n => n.min(self.partitions()),
         };
-        inner.next_client_partition.fetch_add(1, Ordering::Relaxed) % spread
+        self.next_client_partition.fetch_add(1, Ordering::Relaxed) % spread
     }
 
     /// The storage node's own figures (one stats request): per partition
     /// its segments, live and dead bytes, garbage collection and
     /// checkpoints, and why it refuses writes, if it does.
     pub async fn storage_stats_async(&self) -> Result<splitkv_common::message::StatsReport> {
-        Ok(self.inner.client.stats()?.wait().await?)
+        Ok(self.storage.client.stats()?.wait().await?)
     }
 
     /// Counters and state.
     pub fn stats(&self) -> EngineStats {
-        let c = &self.inner.counters;
-        let index = self.inner.index.stats();
-        let cache = self.inner.cache.stats();
-        let client = &self.inner.client;
+        let view = &self.view;
+        let c = &view.counters;
+        let index = view.index.stats();
+        let cache = view.cache.stats();
+        let client = &self.storage.client;
         EngineStats {
             partitions: self.partitions(),
             links_up: (0..self.partitions()).filter(|&l| client.is_up(l)).count(),
@@ -457,9 +407,8 @@ impl Engine {
             window_fetch_bytes: c.window_fetch_bytes.load(Ordering::Relaxed),
             tail_pulls: c.tail_pulls.load(Ordering::Relaxed),
             expired_keys: c.expired_keys.load(Ordering::Relaxed),
-            expiring_keys: self.inner.index.expiring_keys(),
-            avg_ttl_ms: self
-                .inner
+            expiring_keys: view.index.expiring_keys(),
+            avg_ttl_ms: view
                 .index
                 .avg_expire_at_ms()
                 .map_or(0, |at| at.saturating_sub(expiry::now_ms())),
@@ -469,7 +418,7 @@ impl Engine {
 
     /// Keys with a value that has not expired.
     pub fn len(&self) -> u64 {
-        let index = &self.inner.index;
+        let index = &self.view.index;
         // Expired at now: expiry times below it.
         let expired = index.expired_keys_present(expiry::now_ms().saturating_sub(1));
         index.live_keys().saturating_sub(expired)
@@ -479,129 +428,271 @@ impl Engine {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// What the index holds for `key`: where its newest version is, a
+    /// tombstone for a deleted or expired one (until the tombstones are
+    /// dropped), `None` for a key it does not know. For comparing versions
+    /// (WATCH); [`Engine::contains`] tells whether the key has a value.
+    pub fn location(&self, key: &[u8]) -> Option<Location> {
+        self.view.index.get(key)
+    }
+
+    /// One step of a walk over every live key: starting at `cursor` (0 to
+    /// begin), visits about `count` index entries, passes each live key to
+    /// `f`, and returns the cursor to go on from (0 once the walk is
+    /// complete). A key present from the first step to the last is passed
+    /// at least once, whatever is added or deleted meanwhile; a key may be
+    /// passed twice. Any `u64` is a valid cursor (one that names no place
+    /// ends the walk). Expired keys are not passed. `f` must not use the
+    /// engine.
+    pub fn scan_keys(&self, cursor: u64, count: usize, f: impl FnMut(&[u8])) -> u64 {
+        walk::scan_keys(&self.view.index, cursor, count, f)
+    }
+
+    /// A live key that has not expired, picked at random (not uniformly),
+    /// or `None` if there is none.
+    pub fn random_key(&self) -> Option<Vec<u8>> {
+        walk::random_key(&self.view.index)
+    }
+
+    /// Runs `operation` to completion on the calling thread, with the
+    /// engine's runtime for its timers and spawned work: how every blocking
+    /// method runs its async core. An operation that completes without
+    /// waiting (a read from a window) costs one poll; one that waits parks
+    /// the thread until it is woken. Must not be called from inside an
+    /// async task.
+    fn block<T>(&self, operation: impl Future<Output = T>) -> T {
+        let _runtime = self.handle.enter();
+        let mut operation = std::pin::pin!(operation);
+        THREAD_WAKER.with(|waker| {
+            let mut cx = Context::from_waker(waker);
+            loop {
+                if let Poll::Ready(done) = operation.as_mut().poll(&mut cx) {
+                    return done;
+                }
+                std::thread::park();
+            }
+        })
+    }
+
+    /// Puts `key` = `value` into the calling thread's partition. Returns
+    /// once the storage node has acknowledged it. Blocking.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put_on(self.thread_partition(), key, value)
+    }
+
+    /// Puts `key` = `value` into `partition`; one caller's writes to one
+    /// partition take effect in order. Blocking.
+    pub fn put_on(&self, partition: usize, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put_expiring_on(partition, key, value, 0)
+    }
+
+    /// [`Engine::put_on`] of a version that expires at `expire_at_ms`
+    /// (absolute Unix milliseconds; 0: never). Blocking.
+    pub fn put_expiring_on(
+        &self,
+        partition: usize,
+        key: &[u8],
+        value: &[u8],
+        expire_at_ms: u64,
+    ) -> Result<()> {
+        let put = KeyWrite::Put {
+            key: Bytes::copy_from_slice(key),
+            value: Bytes::copy_from_slice(value),
+            expire_at_ms,
+        };
+        self.block(self.write_async(partition, vec![put]))
+    }
+
+    /// Puts every pair as one unit into the calling thread's partition:
+    /// after a crash either all of them or none are there. Blocking.
+    pub fn put_many(&self, items: &[(&[u8], &[u8])]) -> Result<()> {
+        self.put_many_on(self.thread_partition(), items)
+    }
+
+    /// Like [`Engine::put_many`], into `partition`. Blocking.
+    pub fn put_many_on(&self, partition: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
+        self.block(self.put_many_async(partition, items))
+    }
+
+    /// Puts every pair into `partition` as one unit (all or none after a
+    /// crash); returns once the storage node has acknowledged them.
+    pub async fn put_many_async(&self, partition: usize, items: &[(&[u8], &[u8])]) -> Result<()> {
+        let puts = items
+            .iter()
+            .map(|&(key, value)| {
+                KeyWrite::put(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value))
+            })
+            .collect();
+        self.write_async(partition, puts).await
+    }
+
+    /// Applies every op (puts, deletes, expiries) through `partition` as
+    /// one unit: after a crash either all of them or none are there, and
+    /// they take effect in order (a key written twice ends with the later
+    /// op). Returns once the storage node has acknowledged them.
+    pub async fn write_many_async(&self, partition: usize, ops: &[BatchOp<'_>]) -> Result<()> {
+        let writes = ops
+            .iter()
+            .map(|op| op.map(Bytes::copy_from_slice))
+            .collect();
+        self.write_async(partition, writes).await
+    }
+
+    /// Applies `writes` through `partition` as one unit, as
+    /// [`Engine::write_many_async`] does: the route every write takes. The
+    /// writes of the callers of one partition that arrive while its
+    /// previous batch is in flight travel to the storage node together.
+    pub async fn write_async(&self, partition: usize, writes: Vec<KeyWrite<Bytes>>) -> Result<()> {
+        Writes::write(&self.writes, partition, writes)
+            .await
+            .map(|_| ())
+    }
+
+    /// Puts each `(key, value)` pair (without expiry) through `partition`
+    /// with an outcome per pair, in order: a pair over the limits fails
+    /// alone, without being sent. The runs of the callers of one partition
+    /// that arrive while its previous batch is in flight travel to the
+    /// storage node together, in as few requests as the frame limit allows
+    /// (one, but for large values); one caller's puts
+    /// take effect in its order, and each is in the index, and readable,
+    /// before its outcome is returned. A failed batch fails every put in
+    /// it; as for any write, one that failed after it was sent may or may
+    /// not have happened.
+    pub async fn put_each_async(
+        &self,
+        partition: usize,
+        pairs: Vec<(Bytes, Bytes)>,
+    ) -> Vec<Result<()>> {
+        Writes::put_each(&self.writes, partition, pairs).await
+    }
+
+    /// Deletes every key (FLUSHALL), through `partition`'s connection.
+    /// Returns once every partition of the storage node has acknowledged
+    /// its clear entry, with the guarantees of a write: after a crash of
+    /// either node no key written before the call comes back. Writes
+    /// acknowledged after it returns stay; writes concurrent with it may
+    /// be cleared or stay.
+    pub async fn clear_all_async(&self, partition: usize) -> Result<()> {
+        self.writes.clear_all(partition).await
+    }
+
+    /// [`Engine::clear_all_async`] through the calling thread's partition.
+    /// Blocking.
+    pub fn clear_all(&self) -> Result<()> {
+        self.block(self.clear_all_async(self.thread_partition()))
+    }
+
+    /// Deletes `key` through the calling thread's partition. Returns
+    /// whether the key existed (as far as this engine knew). Blocking.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.delete_on(self.thread_partition(), key)
+    }
+
+    /// Like [`Engine::delete`], through `partition`. Blocking.
+    pub fn delete_on(&self, partition: usize, key: &[u8]) -> Result<bool> {
+        self.block(self.delete_async(partition, key))
+    }
+
+    /// Deletes `key` through `partition` (the tombstone is logged there);
+    /// returns once acknowledged, with whether the key existed.
+    pub async fn delete_async(&self, partition: usize, key: &[u8]) -> Result<bool> {
+        let existed = self.contains(key);
+        let delete = KeyWrite::Delete {
+            key: Bytes::copy_from_slice(key),
+        };
+        self.write_async(partition, vec![delete]).await?;
+        Ok(existed)
+    }
+
+    /// True if `key` has a live value that has not expired (as far as this
+    /// engine knows).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.view.visible(key).is_some()
+    }
+
+    /// When `key`'s value expires: `None` if it has no live value, `Some(0)`
+    /// if it never expires, else the absolute Unix time in milliseconds.
+    pub fn expire_at_ms(&self, key: &[u8]) -> Option<u64> {
+        self.view.visible(key).map(|location| location.expire_at_ms)
+    }
+
+    /// The value of `key`, `None` if it has none. Blocking.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        self.block(self.get_async(key))
+    }
+
+    /// The value of `key`, `None` if it has none: from the value cache, a
+    /// ready window, or read on its own (never waiting for a window on its
+    /// way).
+    pub async fn get_async(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        Ok(self.get_expiring_async(key).await?.map(|(value, _)| value))
+    }
+
+    /// The value of `key` with its expiry time (absolute Unix
+    /// milliseconds, 0 for never), `None` if it has no value: both of the
+    /// same version, read as [`Engine::get_async`] reads.
+    pub async fn get_expiring_async(&self, key: &[u8]) -> Result<Option<(Bytes, u64)>> {
+        Reads::get_expiring(&self.reads, key).await
+    }
+
+    /// The values of `keys`, in order; the first error fails the batch.
+    /// Records not in a window are requested together, so the batch costs
+    /// one round trip. Blocking.
+    pub fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
+        self.block(self.get_each_async(keys)).into_iter().collect()
+    }
+
+    /// The values of `keys`, in order, with an outcome per key: one key's
+    /// failure (a bad key, a record that fails its checks) fails only that
+    /// key. The keys are resolved together, at a moment when no batch is
+    /// half applied: of the keys of one batch (an MSET, an EXEC, a
+    /// followed key-log frame) either all are seen as the batch left them
+    /// or none. Records not in the value cache or a ready window are read
+    /// with one request per storage connection (windows on their way are
+    /// not waited for), so the batch costs one round trip.
+    pub async fn get_each_async(&self, keys: &[&[u8]]) -> Vec<Result<Option<Bytes>>> {
+        Reads::get_each(&self.reads, keys).await
+    }
+
+    /// Turns this reader into the writer without rebuilding its index: a
+    /// new writer epoch fences the old writer (its later writes fail; none
+    /// is acknowledged and lost), the reader catches up to the key logs'
+    /// committed ends, and from then on its writes are accepted. A writer
+    /// is left as it is (its epoch is returned). If catching up fails the
+    /// engine is already the epoch's holder but stays read-only; promoting
+    /// again retries the catch-up.
+    pub async fn promote_async(&self) -> Result<Promotion> {
+        self.role.promote().await
+    }
+
+    /// [`Engine::promote_async`], blocking.
+    pub fn promote(&self) -> Result<Promotion> {
+        self.block(self.promote_async())
+    }
+
+    /// This node's role and, for a reader, its lag behind the storage
+    /// node's key logs (one stats request to the storage node).
+    pub async fn replication_async(&self) -> Result<Replication> {
+        self.role.replication().await
+    }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.inner.client.close();
+        let client = &self.storage.client;
+        client.close();
         if let Some(runtime) = self.runtime.take() {
             // Let the storage node hear of the close, so that it stops
             // sending to this engine now (a reader's key-log streams among
             // it) rather than at its idle timeout. Not possible from inside
             // an async task, where blocking is not allowed.
             if tokio::runtime::Handle::try_current().is_err() {
-                runtime.block_on(self.inner.client.wait_closed(CLOSE_WAIT));
+                runtime.block_on(client.wait_closed(CLOSE_WAIT));
             }
             // The client is closed: what is left are reconnection loops and
             // fetches whose results nobody wants.
             runtime.shutdown_background();
-        }
-    }
-}
-
-/// How long a dropped engine waits for its connections' close to reach the
-/// storage node.
-const CLOSE_WAIT: Duration = Duration::from_millis(200);
-
-/// Link events the storage client may queue for the engine before it
-/// waits: a few per partition's connection.
-const MAX_QUEUED_LINK_EVENTS: usize = 64;
-
-async fn connect_inner(
-    mut config: EngineConfig,
-    handle: tokio::runtime::Handle,
-) -> Result<Arc<Inner>> {
-    let (events, events_rx) = mpsc::channel(MAX_QUEUED_LINK_EVENTS);
-    let mut client_config = ClientConfig::new(config.storage.clone(), Arc::clone(&config.identity));
-    client_config.writer = config.writer;
-    client_config.request_timeout_ms = config.request_timeout_ms;
-    client_config.connect_timeout_ms = config.connect_timeout_ms;
-    client_config.transport = config.transport;
-    client_config.max_frame_bytes = splitkv_common::message::max_frame_bytes(
-        config.limits.max_key_bytes,
-        config.limits.max_value_bytes,
-    );
-    client_config.max_in_flight_requests = config.max_in_flight_requests;
-    client_config.outbox_bytes = config.outbox_bytes;
-    client_config.link_events = Some(events);
-    let client = StorageClient::connect(client_config).await?;
-    let partitions = client.partitions();
-    adopt_node_limits(&mut config, client.welcome());
-    let config_writer = config.writer;
-    let put_lanes = crate::coalesce::lanes_for(partitions, &config.limits);
-    let inner = Arc::new(Inner {
-        windows: (0..partitions)
-            .map(|_| PartitionWindows::new(config.window_bytes))
-            .collect(),
-        cache: ValueCache::new(config.cache_bytes),
-        acked_seq: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
-        config,
-        client,
-        index: Index::new(),
-        counters: Counters::default(),
-        handle,
-        next_partition: AtomicUsize::new(0),
-        next_client_partition: AtomicUsize::new(0),
-        applied: tokio::sync::Notify::new(),
-        follow_caught_up: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
-        writer: AtomicBool::new(config_writer),
-        followers: parking_lot::Mutex::new(Vec::new()),
-        expirer: parking_lot::Mutex::new(None),
-        batches: BatchGate::default(),
-        put_lanes,
-        read_lanes: crate::coalesce::reads::read_lanes_for(partitions),
-        applied_entries: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
-        applied_at_ms: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
-        started: std::time::Instant::now(),
-    });
-    tokio::spawn(follow_link_events(Arc::downgrade(&inner), events_rx));
-    let started = std::time::Instant::now();
-    rebuild::rebuild_index(&inner).await?;
-    let rebuild_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    inner
-        .counters
-        .rebuild_ms
-        .store(rebuild_ms, Ordering::Relaxed);
-    if inner.is_writer() {
-        expiry::spawn_active_expiry(&inner);
-    } else {
-        crate::follow::spawn_followers(&inner);
-    }
-    let stats = inner.index.stats();
-    tracing::info!(
-        keys = stats.live_keys,
-        partitions,
-        epoch = inner.client.epoch(),
-        seconds = started.elapsed().as_secs_f64(),
-        "index rebuilt from the storage node's key logs"
-    );
-    Ok(inner)
-}
-
-/// Consumes what the storage client tells of its connections until the
-/// engine is gone: after a reconnection, pulls the partition's key-log
-/// tail; once fenced, turns the writer into a reader.
-async fn follow_link_events(inner: Weak<Inner>, mut events: mpsc::Receiver<LinkEvent>) {
-    while let Some(event) = events.recv().await {
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        match event {
-            // A reader's follower catches up by itself.
-            LinkEvent::Reconnected {
-                partition,
-                generation,
-            } if inner.is_writer() => {
-                tracing::debug!(partition, generation, "connection back; pulling the tail");
-                rebuild::spawn_tail_pull(inner, partition);
-            }
-            LinkEvent::Reconnected { .. } => {}
-            LinkEvent::Down { partition } => {
-                tracing::debug!(partition, "connection lost; its requests failed");
-            }
-            LinkEvent::Fenced { current_epoch } => {
-                crate::replication::demote(&inner, current_epoch)
-            }
         }
     }
 }

@@ -1,83 +1,91 @@
 //! A reader compute node follows the writer: each partition's key log is
 //! streamed to it as it grows ([`StorageClient::follow_keylog`]) and every
-//! entry is applied to the index as it comes, in the partition's order, so
+//! entry is applied to the view as it comes, in the partition's order, so
 //! reads answer with what the writer wrote. The index only ever moves a key
 //! to a higher sequence number, so a reader never serves a value older than
 //! one it has served for that key. A stream that ends (a lost connection, a
 //! storage restart, a reader cut off for falling behind) is opened again
 //! from the last sequence number applied once the connection is back.
-//!
-//! [`StorageClient::follow_keylog`]: splitkv_common::client::StorageClient::follow_keylog
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use splitkv_common::client::ClientError;
+use splitkv_common::client::{ClientError, StorageClient};
 
-use crate::engine::Inner;
-use crate::rebuild::{Merged, merge_frames};
+use crate::view::{Merged, View};
 
 /// Pause before following a partition again after its stream failed at
 /// once (so that a refusal does not become a busy loop).
 const REFOLLOW_PAUSE: Duration = Duration::from_millis(100);
 
-/// Starts following every partition's key log, past what the rebuild
-/// applied; [`stop_followers`] ends them.
-pub(crate) fn spawn_followers(inner: &Arc<Inner>) {
-    let mut followers = inner.followers.lock();
-    for partition in 0..inner.partitions() {
-        let task = inner.handle.spawn(follow(Arc::downgrade(inner), partition));
-        followers.push(task.abort_handle());
-    }
+/// Starts following every partition's key log into `view`, past what it
+/// applied; returns the followers' handles, which end them.
+pub(crate) fn spawn_followers(
+    view: &Arc<View>,
+    client: &Arc<StorageClient>,
+    reconnect_wait: Duration,
+    handle: &tokio::runtime::Handle,
+) -> Vec<tokio::task::AbortHandle> {
+    (0..view.partitions())
+        .map(|partition| {
+            let task = handle.spawn(follow(
+                Arc::downgrade(view),
+                Arc::downgrade(client),
+                reconnect_wait,
+                partition,
+            ));
+            task.abort_handle()
+        })
+        .collect()
 }
 
-/// Ends every follower (a promoted reader writes itself).
-pub(crate) fn stop_followers(inner: &Inner) {
-    for follower in inner.followers.lock().drain(..) {
+/// Ends `followers` (a promoted reader writes itself).
+pub(crate) fn stop_followers(view: &View, followers: Vec<tokio::task::AbortHandle>) {
+    for follower in followers {
         follower.abort();
     }
-    for caught_up in &inner.follow_caught_up {
-        caught_up.store(false, Ordering::Release);
+    for partition in 0..view.partitions() {
+        view.set_caught_up(partition, false);
     }
 }
 
 /// Follows `partition` until the engine is gone.
-async fn follow(inner: Weak<Inner>, partition: usize) {
+async fn follow(
+    view: Weak<View>,
+    client: Weak<StorageClient>,
+    reconnect_wait: Duration,
+    partition: usize,
+) {
     loop {
-        let Some(strong) = inner.upgrade() else {
+        let (Some(view), Some(client)) = (view.upgrade(), client.upgrade()) else {
             return;
         };
-        let from_seq = strong.acked_seq[partition].load(Ordering::Acquire) + 1;
-        let followed = strong
-            .client
+        let from_seq = view.acked_seq(partition) + 1;
+        let followed = client
             .follow_keylog(partition, from_seq, |frames, caught_up| {
                 let mut merged = Merged::default();
-                merge_frames(&strong, partition, &frames, &mut merged)?;
-                strong.note_applied(partition, &merged);
+                view.merge_frames(partition, &frames, &mut merged)?;
+                view.note_applied(partition, &merged);
                 if caught_up {
-                    strong.follow_caught_up[partition].store(true, Ordering::Release);
+                    view.set_caught_up(partition, true);
                 }
-                strong.applied.notify_waiters();
+                view.notify_applied();
                 Ok(())
             })
             .await;
-        strong.follow_caught_up[partition].store(false, Ordering::Release);
+        view.set_caught_up(partition, false);
         match followed {
             Err(ClientError::ShutDown) => return,
             Err(e) => tracing::debug!(partition, "following the key log stopped: {e}"),
             Ok(()) => {}
         }
         if matches!(
-            strong
-                .client
-                .wait_up(partition, strong.reconnect_wait())
-                .await,
+            client.wait_up(partition, reconnect_wait).await,
             Err(ClientError::ShutDown)
         ) {
             return;
         }
-        drop(strong);
+        drop((view, client));
         tokio::time::sleep(REFOLLOW_PAUSE).await;
     }
 }

@@ -12,13 +12,18 @@
 //! stops writing and follows the new writer as a reader does, so that its
 //! reads do not go stale.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::engine::{Engine, Inner};
+use parking_lot::Mutex;
+use splitkv_common::client::LinkEvent;
+use tokio::sync::mpsc;
+
 use crate::error::Result;
-use crate::{follow, rebuild};
+use crate::storage::Storage;
+use crate::view::View;
+use crate::writes::Writes;
+use crate::{active_expiry, follow, rebuild};
 
 /// Where a compute node stands: the writer, or a reader and its lag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,59 +59,105 @@ pub struct Promotion {
     pub elapsed: Duration,
 }
 
-/// Turns a writer that a newer one (of `current_epoch`) has fenced into a
-/// reader: its active expiry stops, its storage connections serve it as a
-/// reader's, and it follows every partition's key log past what it
-/// applied, so it serves what the new writer writes. Its writes already
-/// fail; from now on they get the read-only replica's error.
-pub(crate) fn demote(inner: &Arc<Inner>, current_epoch: u64) {
-    if !inner.writer.swap(false, Ordering::AcqRel) {
-        return;
-    }
-    if let Some(expirer) = inner.expirer.lock().take() {
-        expirer.abort();
-    }
-    inner.client.demote();
-    follow::spawn_followers(inner);
-    tracing::warn!(
-        epoch = inner.client.epoch(),
-        current_epoch,
-        "fenced by a newer writer: following it as a reader"
-    );
+/// This node's role, and the tasks it runs for it: the writer's active
+/// expiry, or a reader's followers.
+pub(crate) struct Role {
+    view: Arc<View>,
+    storage: Arc<Storage>,
+    writes: Arc<Writes>,
+    handle: tokio::runtime::Handle,
+    /// A reader's tasks that follow the key logs.
+    followers: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// The writer's active expiry task.
+    expirer: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
-impl Engine {
-    /// Turns this reader into the writer without rebuilding its index: a
-    /// new writer epoch fences the old writer (its later writes fail; none
-    /// is acknowledged and lost), the reader catches up to the key logs'
-    /// committed ends, and from then on its writes are accepted. A writer
-    /// is left as it is (its epoch is returned). If catching up fails the
-    /// engine is already the epoch's holder but stays read-only; promoting
-    /// again retries the catch-up.
-    pub async fn promote_async(&self) -> Result<Promotion> {
+impl Role {
+    pub(crate) fn new(writes: Arc<Writes>, handle: tokio::runtime::Handle) -> Self {
+        Self {
+            view: Arc::clone(writes.view()),
+            storage: Arc::clone(writes.storage()),
+            writes,
+            handle,
+            followers: Mutex::new(Vec::new()),
+            expirer: Mutex::new(None),
+        }
+    }
+
+    /// Starts the tasks of the role the node has: the writer's active
+    /// expiry, or a reader's followers.
+    pub(crate) fn start(&self) {
+        if self.storage.is_writer() {
+            self.start_expiry();
+        } else {
+            self.start_followers();
+        }
+    }
+
+    fn start_expiry(&self) {
+        let task = active_expiry::spawn_active_expiry(&self.writes, &self.handle);
+        if let Some(previous) = self.expirer.lock().replace(task) {
+            previous.abort();
+        }
+    }
+
+    fn start_followers(&self) {
+        let followers = follow::spawn_followers(
+            &self.view,
+            &self.storage.client,
+            self.storage.reconnect_wait(),
+            &self.handle,
+        );
+        self.followers.lock().extend(followers);
+    }
+
+    /// Turns a writer that a newer one (of `current_epoch`) has fenced into
+    /// a reader: its active expiry stops, its storage connections serve it
+    /// as a reader's, and it follows every partition's key log past what it
+    /// applied, so it serves what the new writer writes. Its writes already
+    /// fail; from now on they get the read-only replica's error.
+    pub(crate) fn demote(&self, current_epoch: u64) {
+        if !self.storage.set_writer(false) {
+            return;
+        }
+        if let Some(expirer) = self.expirer.lock().take() {
+            expirer.abort();
+        }
+        self.storage.client.demote();
+        self.start_followers();
+        tracing::warn!(
+            epoch = self.storage.client.epoch(),
+            current_epoch,
+            "fenced by a newer writer: following it as a reader"
+        );
+    }
+
+    /// Turns this reader into the writer without rebuilding its index (see
+    /// `Engine::promote_async`).
+    pub(crate) async fn promote(&self) -> Result<Promotion> {
         let started = Instant::now();
-        let inner = &self.inner;
-        if inner.is_writer() {
+        let client = &self.storage.client;
+        if self.storage.is_writer() {
             return Ok(Promotion {
-                epoch: inner.client.epoch(),
+                epoch: client.epoch(),
                 caught_up_entries: 0,
                 fenced_after: Duration::ZERO,
                 elapsed: started.elapsed(),
             });
         }
-        let epoch = inner.client.promote().await?;
-        follow::stop_followers(inner);
-        for partition in 0..inner.partitions() {
-            inner
-                .client
-                .wait_up(partition, inner.reconnect_wait())
+        let epoch = client.promote().await?;
+        let followers = std::mem::take(&mut *self.followers.lock());
+        follow::stop_followers(&self.view, followers);
+        for partition in 0..self.view.partitions() {
+            client
+                .wait_up(partition, self.storage.reconnect_wait())
                 .await?;
         }
         let fenced_after = started.elapsed();
-        let caught_up_entries = rebuild::pull_tails(inner).await?;
-        inner.writer.store(true, Ordering::Release);
-        crate::expiry::spawn_active_expiry(inner);
-        inner.applied.notify_waiters();
+        let caught_up_entries = rebuild::pull_tails(&self.view, client).await?;
+        self.storage.set_writer(true);
+        self.start_expiry();
+        self.view.notify_applied();
         let elapsed = started.elapsed();
         tracing::info!(
             epoch,
@@ -123,17 +174,12 @@ impl Engine {
         })
     }
 
-    /// [`Engine::promote_async`], blocking.
-    pub fn promote(&self) -> Result<Promotion> {
-        self.block(self.promote_async())
-    }
-
     /// This node's role and, for a reader, its lag behind the storage
-    /// node's key logs (one stats request to the storage node).
-    pub async fn replication_async(&self) -> Result<Replication> {
-        let inner = &self.inner;
-        let applied_seq = self.applied_seq();
-        if inner.is_writer() {
+    /// node's key logs (see `Engine::replication_async`).
+    pub(crate) async fn replication(&self) -> Result<Replication> {
+        let view = &self.view;
+        let applied_seq = view.acked_seqs().into_iter().max().unwrap_or(0);
+        if self.storage.is_writer() {
             return Ok(Replication {
                 writer: true,
                 applied_seq,
@@ -142,20 +188,17 @@ impl Engine {
                 following: false,
             });
         }
-        let report = inner.client.stats()?.wait().await?;
-        let now_ms = inner.uptime_ms();
+        let report = self.storage.client.stats()?.wait().await?;
+        let now_ms = view.uptime_ms();
         let mut lag_entries = 0;
         let mut lag_ms = 0;
         for (partition, stored) in report.partitions.iter().enumerate() {
-            let Some(applied) = inner.applied_entries.get(partition) else {
+            let Some((applied, applied_at)) = view.applied(partition) else {
                 continue;
             };
-            let behind = stored
-                .keylog_entries
-                .saturating_sub(applied.load(Ordering::Acquire));
+            let behind = stored.keylog_entries.saturating_sub(applied);
             if behind > 0 {
                 lag_entries += behind;
-                let applied_at = inner.applied_at_ms[partition].load(Ordering::Acquire);
                 lag_ms = lag_ms.max(now_ms.saturating_sub(applied_at));
             }
         }
@@ -164,7 +207,37 @@ impl Engine {
             applied_seq,
             lag_entries,
             lag_ms,
-            following: self.following(),
+            following: view.all_caught_up(),
         })
+    }
+}
+
+/// Consumes what the storage client tells of its connections until the
+/// engine is gone: after a reconnection, pulls the partition's key-log
+/// tail; once fenced, turns the writer into a reader.
+pub(crate) async fn follow_link_events(role: Weak<Role>, mut events: mpsc::Receiver<LinkEvent>) {
+    while let Some(event) = events.recv().await {
+        let Some(role) = role.upgrade() else {
+            return;
+        };
+        match event {
+            // A reader's follower catches up by itself.
+            LinkEvent::Reconnected {
+                partition,
+                generation,
+            } if role.storage.is_writer() => {
+                tracing::debug!(partition, generation, "connection back; pulling the tail");
+                rebuild::spawn_tail_pull(
+                    Arc::clone(&role.view),
+                    Arc::clone(&role.storage.client),
+                    partition,
+                );
+            }
+            LinkEvent::Reconnected { .. } => {}
+            LinkEvent::Down { partition } => {
+                tracing::debug!(partition, "connection lost; its requests failed");
+            }
+            LinkEvent::Fenced { current_epoch } => role.demote(current_epoch),
+        }
     }
 }

@@ -67,7 +67,7 @@ fn caught_up(lag: &ReaderLag, writer_seq: u64) -> bool {
 }
 
 /// Where a reader stands while the evaluator waits for it.
-struct Waiting<'a> {
+struct ReaderWait<'a> {
     reader: &'a RespStore,
     polls: u64,
     first: Option<ReaderLag>,
@@ -122,10 +122,10 @@ impl Store for ReadersStore {
         }
         let target = writer.lag.applied_seq;
         let started = Instant::now();
-        let mut waiting: Vec<Waiting<'_>> = self
+        let mut waiting: Vec<ReaderWait<'_>> = self
             .readers
             .iter()
-            .map(|reader| Waiting {
+            .map(|reader| ReaderWait {
                 reader,
                 polls: 0,
                 first: None,

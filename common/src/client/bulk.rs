@@ -78,7 +78,7 @@ impl StorageClient {
                 Ok(Err(e)) => break Err(link::read_error(&self.state, e)),
             };
             if let Err(e) = decoder.push(&chunk.bytes) {
-                break Err(ClientError::Protocol(e.to_string()));
+                break Err(e.into());
             }
             if let Some(done) = deliver_frames(&mut decoder, &mut taken_cost, &mut on_frame) {
                 break done;
@@ -239,11 +239,11 @@ fn deliver_frames(
         let frame = match decoder.next_frame() {
             Ok(Some(frame)) => frame,
             Ok(None) => return None,
-            Err(e) => return Some(Err(ClientError::Protocol(e.to_string()))),
+            Err(e) => return Some(Err(e.into())),
         };
         *cost_bytes += message::follow_chunk_cost(frame.blob.len());
         let outcome = message::decode_response(&frame)
-            .map_err(|e| ClientError::Protocol(e.to_string()))
+            .map_err(ClientError::from)
             .and_then(|response| response.body.map_err(ClientError::Storage))
             .and_then(|body| on_frame(body, frame.blob));
         match outcome {

@@ -60,5 +60,5 @@ impl<T> Call<T> {
 }
 
 pub(crate) fn unexpected(body: &ResponseBody) -> ClientError {
-    ClientError::Protocol(format!("unexpected response {body:?}"))
+    ClientError::Unexpected(format!("{body:?}"))
 }

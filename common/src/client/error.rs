@@ -2,7 +2,9 @@
 
 use thiserror::Error;
 
-use crate::message::WireError;
+use crate::frame::FrameError;
+use crate::message::{DecodeError, WireError};
+use crate::record::RecordError;
 
 /// Why a request failed on the client's side of the wire.
 #[derive(Debug, Clone, Error)]
@@ -74,6 +76,24 @@ pub enum ClientError {
     /// The storage node sent something this client cannot understand.
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The bytes from the storage node do not frame.
+    #[error("protocol error: {0}")]
+    Frame(#[from] FrameError),
+    /// A frame from the storage node does not decode as a message.
+    #[error("protocol error: {0}")]
+    Decode(#[from] DecodeError),
+    /// An answer of another kind than the request asks for.
+    #[error("protocol error: unexpected response {0}")]
+    Unexpected(String),
+    /// A key-log chunk from the storage node does not decode.
+    #[error("key-log export of partition {partition}: {error}")]
+    KeyLog {
+        /// The partition whose key log it is.
+        partition: usize,
+        /// What is wrong with it.
+        #[source]
+        error: RecordError,
+    },
     /// The client is closed.
     #[error("the storage client is closed")]
     ShutDown,

@@ -41,7 +41,7 @@ pub(crate) fn encode_frame<T: serde::Serialize>(meta: &T, parts: &[&[u8]]) -> By
 }
 
 /// A request waiting for its answer, until its deadline.
-struct WaitingRequest {
+struct PendingRequest {
     tx: oneshot::Sender<Outcome>,
     deadline: Instant,
 }
@@ -49,8 +49,8 @@ struct WaitingRequest {
 /// The requests waiting on a connection, by id. Ids grow with time and
 /// every request gets the same timeout, so the oldest deadline is first.
 #[derive(Default)]
-struct Waiting {
-    by_id: BTreeMap<u64, WaitingRequest>,
+struct PendingRequests {
+    by_id: BTreeMap<u64, PendingRequest>,
     /// Set (under the same lock) when the connection is lost: from then on
     /// nothing is registered, so no request can be left behind unanswered.
     closed: bool,
@@ -122,7 +122,7 @@ pub(crate) struct Live {
     outbox_bytes: usize,
     max_in_flight_requests: usize,
     room: Arc<Room>,
-    waiting: Mutex<Waiting>,
+    waiting: Mutex<PendingRequests>,
     /// Mirrors `waiting.closed`, for checks that need no lock.
     dead: AtomicBool,
     /// Set when a new connection took this one's place (a reader's links
@@ -208,7 +208,7 @@ impl Live {
                     full: "max_in_flight_requests",
                 })
             } else {
-                waiting.by_id.insert(id, WaitingRequest { tx, deadline });
+                waiting.by_id.insert(id, PendingRequest { tx, deadline });
                 None
             }
         };
@@ -416,15 +416,9 @@ pub(crate) async fn establish_as(
                         "the storage node closed the stream during the handshake".into(),
                     )
                 })?;
-            decoder
-                .push(&chunk.bytes)
-                .map_err(|e| ClientError::Protocol(e.to_string()))?;
-            if let Some(frame) = decoder
-                .next_frame()
-                .map_err(|e| ClientError::Protocol(e.to_string()))?
-            {
-                let response = message::decode_response(&frame)
-                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+            decoder.push(&chunk.bytes)?;
+            if let Some(frame) = decoder.next_frame()? {
+                let response = message::decode_response(&frame)?;
                 match response.body {
                     Ok(ResponseBody::Welcome {
                         partitions,
@@ -455,7 +449,7 @@ pub(crate) async fn establish_as(
             outbox_bytes: state.config.outbox_bytes,
             max_in_flight_requests,
             room: Arc::clone(&room),
-            waiting: Mutex::new(Waiting::default()),
+            waiting: Mutex::new(PendingRequests::default()),
             dead: AtomicBool::new(false),
             retired: AtomicBool::new(false),
         });

@@ -35,7 +35,7 @@ use tokio::sync::mpsc;
 pub use call::Call;
 pub use error::ClientError;
 use link::Link;
-pub use requests::BatchOp;
+pub use requests::{BatchOp, KeyWrite};
 
 use crate::limits::Limits;
 use crate::message::{self, WireError};

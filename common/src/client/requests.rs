@@ -17,65 +17,117 @@ use crate::message::{
     WireError, WriteAck,
 };
 
-/// One operation of a batch written as one unit
-/// ([`StorageClient::write_many`]).
+/// One write of a batch applied as one unit ([`StorageClient::write_many`]),
+/// over any kind of bytes `B`: borrowed ([`BatchOp`]) or in buffers of
+/// their own. What a command writes to a key, from the moment it is made to
+/// the request that carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchOp<'a> {
+pub enum KeyWrite<B> {
     /// Put `key` = `value`.
     Put {
         /// The key.
-        key: &'a [u8],
+        key: B,
         /// The value.
-        value: &'a [u8],
+        value: B,
         /// When this version expires (absolute Unix milliseconds; 0: never).
         expire_at_ms: u64,
     },
     /// Delete `key`.
     Delete {
         /// The key.
-        key: &'a [u8],
+        key: B,
     },
     /// The version of `key` with sequence number `version_seq` expired: it
     /// is gone, and a newer version of the key is not touched (so an
     /// expiry never removes a write that came after it was decided).
     Expire {
         /// The key.
-        key: &'a [u8],
+        key: B,
         /// Sequence number of the expired version.
         version_seq: u64,
     },
 }
 
-impl<'a> BatchOp<'a> {
-    /// The key the operation is about.
-    pub fn key(&self) -> &'a [u8] {
-        match *self {
-            BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Expire { key, .. } => key,
-        }
+/// A write of a batch over borrowed bytes.
+pub type BatchOp<'a> = KeyWrite<&'a [u8]>;
+
+impl<B> KeyWrite<B> {
+    /// A put that never expires.
+    pub fn put(key: B, value: B) -> Self {
+        Self::put_expiring(key, value, 0)
     }
 
-    /// A put that never expires.
-    pub fn put(key: &'a [u8], value: &'a [u8]) -> Self {
-        BatchOp::Put {
+    /// A put of a version that expires at `expire_at_ms` (absolute Unix
+    /// milliseconds; 0: never).
+    pub fn put_expiring(key: B, value: B, expire_at_ms: u64) -> Self {
+        KeyWrite::Put {
             key,
             value,
-            expire_at_ms: 0,
+            expire_at_ms,
         }
     }
 
-    /// The operation as it travels, without key or value.
+    /// A delete of `key`.
+    pub fn delete(key: B) -> Self {
+        KeyWrite::Delete { key }
+    }
+}
+
+impl<B: AsRef<[u8]>> KeyWrite<B> {
+    /// The key the write is about.
+    pub fn key(&self) -> &[u8] {
+        match self {
+            KeyWrite::Put { key, .. } | KeyWrite::Delete { key } | KeyWrite::Expire { key, .. } => {
+                key.as_ref()
+            }
+        }
+    }
+
+    /// The value a put writes (`None` for the other writes).
+    pub fn value(&self) -> Option<&[u8]> {
+        match self {
+            KeyWrite::Put { value, .. } => Some(value.as_ref()),
+            KeyWrite::Delete { .. } | KeyWrite::Expire { .. } => None,
+        }
+    }
+
+    /// The same write over other bytes, each made by `bytes`.
+    pub fn map<C>(&self, bytes: impl Fn(&[u8]) -> C) -> KeyWrite<C> {
+        match self {
+            KeyWrite::Put {
+                key,
+                value,
+                expire_at_ms,
+            } => KeyWrite::Put {
+                key: bytes(key.as_ref()),
+                value: bytes(value.as_ref()),
+                expire_at_ms: *expire_at_ms,
+            },
+            KeyWrite::Delete { key } => KeyWrite::Delete {
+                key: bytes(key.as_ref()),
+            },
+            KeyWrite::Expire { key, version_seq } => KeyWrite::Expire {
+                key: bytes(key.as_ref()),
+                version_seq: *version_seq,
+            },
+        }
+    }
+
+    /// The write as it travels, without key or value.
     fn entry(&self) -> BatchEntry {
-        match *self {
-            BatchOp::Put {
+        match self {
+            KeyWrite::Put {
                 value,
                 expire_at_ms,
                 ..
             } => BatchEntry::Put {
-                value_len: value.len() as u32,
-                expire_at_ms,
+                value_len: value.as_ref().len() as u32,
+                expire_at_ms: *expire_at_ms,
             },
-            BatchOp::Delete { .. } => BatchEntry::Delete,
-            BatchOp::Expire { version_seq, .. } => BatchEntry::Expire { version_seq },
+            KeyWrite::Delete { .. } => BatchEntry::Delete,
+            KeyWrite::Expire { version_seq, .. } => BatchEntry::Expire {
+                version_seq: *version_seq,
+            },
         }
     }
 }
@@ -188,31 +240,20 @@ impl StorageClient {
         )
     }
 
-    /// Applies every op to `partition` as one unit (all or none after a
+    /// Applies every write to `partition` as one unit (all or none after a
     /// crash), in order. The acknowledgements come back in the same order
-    /// (a delete's offset is 0).
-    pub fn write_many(
+    /// (a delete's offset is 0). The caller checks keys and values against
+    /// the limits where it makes the writes; a request over the frame limit
+    /// is refused here.
+    pub fn write_many<B: AsRef<[u8]>>(
         &self,
         partition: usize,
-        ops: &[BatchOp<'_>],
+        ops: &[KeyWrite<B>],
     ) -> Result<Call<Vec<WriteAck>>, ClientError> {
         self.check_writer()?;
-        let limits = self.node_limits();
-        for op in ops {
-            limits.check_key(op.key()).map_err(ClientError::Invalid)?;
-            if let BatchOp::Put { value, .. } = op {
-                limits.check_value(value).map_err(ClientError::Invalid)?;
-            }
-        }
-        let keys = ops.iter().map(BatchOp::key).collect();
-        let entries = ops.iter().map(BatchOp::entry).collect();
-        let values: Vec<&[u8]> = ops
-            .iter()
-            .filter_map(|op| match op {
-                BatchOp::Put { value, .. } => Some(*value),
-                BatchOp::Delete { .. } | BatchOp::Expire { .. } => None,
-            })
-            .collect();
+        let keys = ops.iter().map(KeyWrite::key).collect();
+        let entries = ops.iter().map(KeyWrite::entry).collect();
+        let values: Vec<&[u8]> = ops.iter().filter_map(KeyWrite::value).collect();
         self.call(
             partition,
             RequestBody::WriteMany { keys, ops: entries },

@@ -1,8 +1,9 @@
-//! Coalesced puts: the plain SETs of the RESP clients that share a
-//! partition travel to the storage node together, one `write_many` frame
-//! and one acknowledgement for the lot, instead of a request and an answer
-//! each. (The record reads of a connection share its lanes' policy the same
-//! way, one `GetMany` a batch: `coalesce::reads`.)
+//! Coalesced writes: the writes of the callers (RESP clients, engine
+//! callers, the active expiry) that share a partition travel to the storage
+//! node together, one `write_many` frame and one acknowledgement for the
+//! lot, instead of a request and an answer each. (The record reads of a
+//! connection share its lanes' policy the same way, one `GetMany` a batch:
+//! the read route, `reads`.)
 //!
 //! Each partition's connection is a *lane*, and each client writes through
 //! its own partition's lane. A lane with nothing in flight sends a run at
@@ -23,8 +24,8 @@
 //! read in one turn, at most 256 KiB beyond one command) per client of its
 //! partition.
 //!
-//! [`Lanes`] is the policy alone, free of I/O; the engine sends the batches
-//! it hands out (`Engine::put_each_async`).
+//! [`Lanes`] is the policy alone, free of I/O; the write and read routes
+//! send the batches it hands out (`writes`, `reads`).
 
 use std::collections::VecDeque;
 

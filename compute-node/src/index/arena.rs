@@ -18,7 +18,9 @@
 
 use memmap2::{Advice, MmapMut, RemapOptions};
 
-use super::location::{EXPIRY_BYTES, HEADER_BYTES, Header, LONG_KEY_CODE, Location, WideLocation};
+use super::location::{
+    EXPIRY_BYTES, HEADER_BYTES, KeyHeader, LONG_KEY_CODE, Location, WideLocation,
+};
 
 /// Bytes of a memory page: the unit in which the arena touches memory.
 pub(super) const PAGE_BYTES: usize = 4096;
@@ -76,7 +78,7 @@ fn grow_by_an_eighth<T>(vec: &mut Vec<T>) {
 /// One parsed arena entry.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Entry {
-    pub(super) header: Header,
+    pub(super) header: KeyHeader,
     /// Arena offset of its expiry slot, if it has one.
     pub(super) expiry_at: Option<usize>,
     pub(super) key_at: usize,
@@ -208,7 +210,7 @@ impl Arena {
     /// offset, or `None` if the arena would pass [`MAX_ARENA_BYTES`].
     pub(super) fn append(
         &mut self,
-        header: Header,
+        header: KeyHeader,
         expiry: Option<u64>,
         key: &[u8],
     ) -> Option<u32> {
@@ -239,13 +241,13 @@ impl Arena {
         Some(at as u32)
     }
 
-    pub(super) fn header(&self, at: usize) -> Header {
+    pub(super) fn header(&self, at: usize) -> KeyHeader {
         let mut bytes = [0u8; HEADER_BYTES];
         self.read(at, &mut bytes);
-        Header::from_bytes(bytes)
+        KeyHeader::from_bytes(bytes)
     }
 
-    pub(super) fn write_header(&mut self, at: usize, header: Header) {
+    pub(super) fn write_header(&mut self, at: usize, header: KeyHeader) {
         self.write(at, &header.to_bytes());
     }
 
@@ -326,8 +328,8 @@ impl Arena {
 mod tests {
     use super::*;
 
-    fn header(code: u16, seq: u64) -> Header {
-        Header::packed(code, &Location::tombstone(seq, 0)).expect("fits")
+    fn header(code: u16, seq: u64) -> KeyHeader {
+        KeyHeader::packed(code, &Location::tombstone(seq, 0)).expect("fits")
     }
 
     #[test]

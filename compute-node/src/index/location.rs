@@ -167,14 +167,14 @@ impl WideLocation {
 /// A packed header: key-length code, expiry-slot bit, and a packed or wide
 /// location (or the dead mark).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Header(pub(super) u128);
+pub(super) struct KeyHeader(pub(super) u128);
 
-impl Header {
+impl KeyHeader {
     /// The header of a key with length code `key_code` at `location`, or
     /// `None` if `location` does not fit the packed fields. The expiry is
-    /// not part of it (see [`Header::with_expiry_slot`]), nor is the
+    /// not part of it (see [`KeyHeader::with_expiry_slot`]), nor is the
     /// expiry-slot bit set.
-    pub(super) fn packed(key_code: u16, location: &Location) -> Option<Header> {
+    pub(super) fn packed(key_code: u16, location: &Location) -> Option<KeyHeader> {
         debug_assert!(u128::from(key_code) <= KEY_CODE_MASK, "a key-length code");
         if location.partition > PACKED_MAX_PARTITION
             || location.len > PACKED_MAX_LEN
@@ -183,7 +183,7 @@ impl Header {
         {
             return None;
         }
-        Some(Header(
+        Some(KeyHeader(
             u128::from(key_code)
                 | (u128::from(location.partition) << PARTITION_SHIFT)
                 | (u128::from(location.len) << LEN_SHIFT)
@@ -194,17 +194,17 @@ impl Header {
 
     /// The header of a key with length code `key_code` whose location is
     /// entry `index` of its shard's side table.
-    pub(super) fn wide(key_code: u16, index: u32) -> Header {
+    pub(super) fn wide(key_code: u16, index: u32) -> KeyHeader {
         debug_assert!(u128::from(key_code) <= KEY_CODE_MASK, "a key-length code");
         debug_assert_ne!(index, DEAD_INDEX, "the dead mark is no side-table index");
-        Header(u128::from(key_code) | WIDE_BIT | (u128::from(index) << WIDE_INDEX_SHIFT))
+        KeyHeader(u128::from(key_code) | WIDE_BIT | (u128::from(index) << WIDE_INDEX_SHIFT))
     }
 
     /// The dead mark for an entry whose header was `self`: same key-length
     /// code and expiry-slot bit (so the entry's size still parses), wide,
     /// side-table index [`DEAD_INDEX`].
-    pub(super) fn dead(self) -> Header {
-        Header(
+    pub(super) fn dead(self) -> KeyHeader {
+        KeyHeader(
             (self.0 & (KEY_CODE_MASK | EXPIRY_SLOT_BIT))
                 | WIDE_BIT
                 | (u128::from(DEAD_INDEX) << WIDE_INDEX_SHIFT),
@@ -212,11 +212,11 @@ impl Header {
     }
 
     /// `self` with the expiry-slot bit set if `slot`, cleared otherwise.
-    pub(super) fn with_expiry_slot(self, slot: bool) -> Header {
+    pub(super) fn with_expiry_slot(self, slot: bool) -> KeyHeader {
         if slot {
-            Header(self.0 | EXPIRY_SLOT_BIT)
+            KeyHeader(self.0 | EXPIRY_SLOT_BIT)
         } else {
-            Header(self.0 & !EXPIRY_SLOT_BIT)
+            KeyHeader(self.0 & !EXPIRY_SLOT_BIT)
         }
     }
 
@@ -261,8 +261,8 @@ impl Header {
         self.0.to_le_bytes()
     }
 
-    pub(super) fn from_bytes(bytes: [u8; HEADER_BYTES]) -> Header {
-        Header(u128::from_le_bytes(bytes))
+    pub(super) fn from_bytes(bytes: [u8; HEADER_BYTES]) -> KeyHeader {
+        KeyHeader(u128::from_le_bytes(bytes))
     }
 }
 
@@ -279,12 +279,12 @@ mod tests {
             partition: PACKED_MAX_PARTITION,
             expire_at_ms: 0,
         };
-        let header = Header::packed(LONG_KEY_CODE, &widest).expect("fits");
+        let header = KeyHeader::packed(LONG_KEY_CODE, &widest).expect("fits");
         assert!(
             !header.has_expiry_slot(),
             "the seq stays below the slot bit"
         );
-        let header = Header::from_bytes(header.to_bytes());
+        let header = KeyHeader::from_bytes(header.to_bytes());
         assert_eq!(header.unpack(), widest);
         assert_eq!(header.key_code(), LONG_KEY_CODE);
         assert_eq!(header.wide_index(), None);
@@ -303,7 +303,7 @@ mod tests {
             partition: 6,
             expire_at_ms: u64::MAX,
         };
-        let header = Header::packed(3, &location).expect("fits");
+        let header = KeyHeader::packed(3, &location).expect("fits");
         assert!(!header.has_expiry_slot());
         assert_eq!(
             header.unpack(),
@@ -320,9 +320,10 @@ mod tests {
     #[test]
     fn a_dead_header_keeps_what_parsing_needs() {
         for header in [
-            Header::packed(LONG_KEY_CODE, &Location::tombstone(PACKED_MAX_SEQ, 3)).expect("fits"),
-            Header::wide(17, 4).with_expiry_slot(true),
-            Header::packed(0, &Location::tombstone(1, 0))
+            KeyHeader::packed(LONG_KEY_CODE, &Location::tombstone(PACKED_MAX_SEQ, 3))
+                .expect("fits"),
+            KeyHeader::wide(17, 4).with_expiry_slot(true),
+            KeyHeader::packed(0, &Location::tombstone(1, 0))
                 .expect("fits")
                 .with_expiry_slot(true),
         ] {
@@ -361,9 +362,9 @@ mod tests {
                 ..base
             },
         ] {
-            assert_eq!(Header::packed(0, &too_wide), None, "{too_wide:?}");
+            assert_eq!(KeyHeader::packed(0, &too_wide), None, "{too_wide:?}");
         }
-        let wide = Header::wide(5, u32::MAX - 1);
+        let wide = KeyHeader::wide(5, u32::MAX - 1);
         assert_eq!(wide.wide_index(), Some(u32::MAX - 1));
         assert_eq!(wide.key_code(), 5);
         assert!(!wide.is_dead());

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::IndexError;
 use super::arena::{Arena, MAX_ARENA_BYTES, PAGE_BYTES, key_code, read_location};
-use super::location::{HEADER_BYTES, Header, Location, WideLocation};
+use super::location::{HEADER_BYTES, KeyHeader, Location, WideLocation};
 use super::table::{EMPTY, GROUP, Table};
 
 /// Smallest table that is allocated.
@@ -267,8 +267,8 @@ impl Shard {
 
     /// The header for a key with length code `code` at `location`, taking
     /// a side-table entry if it does not pack (expiry-slot bit clear).
-    fn header_for(&mut self, code: u16, location: &Location) -> Header {
-        if let Some(header) = Header::packed(code, location) {
+    fn header_for(&mut self, code: u16, location: &Location) -> KeyHeader {
+        if let Some(header) = KeyHeader::packed(code, location) {
             return header;
         }
         let wide = WideLocation::of(location);
@@ -282,23 +282,23 @@ impl Shard {
                 (self.wide.len() - 1) as u32
             }
         };
-        Header::wide(code, index)
+        KeyHeader::wide(code, index)
     }
 
     /// The header that replaces `old` for `location` (expiry-slot bit
     /// clear): `old`'s side-table entry is reused if `location` is wide
     /// too, and freed if it packs.
-    fn header_replacing(&mut self, old: Header, location: &Location) -> Header {
+    fn header_replacing(&mut self, old: KeyHeader, location: &Location) -> KeyHeader {
         let code = old.key_code();
         match old.wide_index() {
-            Some(index) => match Header::packed(code, location) {
+            Some(index) => match KeyHeader::packed(code, location) {
                 Some(packed) => {
                     self.wide_free.push(index);
                     packed
                 }
                 None => {
                     self.wide[index as usize] = WideLocation::of(location);
-                    Header::wide(code, index)
+                    KeyHeader::wide(code, index)
                 }
             },
             None => self.header_for(code, location),

@@ -5,10 +5,20 @@
 
 use std::fmt::Write as _;
 
-use crate::resp::commands::storage_host_port;
 use splitkv_common::message::StatsReport;
 
 use crate::{Engine, Replication};
+
+/// Splits the storage node's `host:port` as ROLE and INFO show a master's.
+pub(crate) fn storage_host_port(storage: &str) -> (&str, i64) {
+    match storage.rsplit_once(':') {
+        Some((host, port)) => (
+            host.trim_start_matches('[').trim_end_matches(']'),
+            port.parse().unwrap_or(0),
+        ),
+        None => (storage, 0),
+    }
+}
 
 /// The sections, in the order INFO gives them.
 const SECTIONS: &[&str] = &[

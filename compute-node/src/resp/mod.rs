@@ -46,7 +46,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::Engine;
 use clients::ClientRegistry;
-use commands::{Flow, RespClient, Shared};
+use commands::{Flow, RespClient, ServerState};
 use parser::{ParseLimits, RequestParser};
 use reply::Replies;
 
@@ -85,7 +85,7 @@ pub async fn serve(
     config: RespConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(ServerState {
         requirepass: config.requirepass,
         storage: config.storage,
         clients: Arc::new(ClientRegistry::default()),
@@ -121,24 +121,23 @@ async fn serve_client(
     engine: &Engine,
     stream: TcpStream,
     peer: SocketAddr,
-    shared: &Shared,
+    shared: &ServerState,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr()?;
     let (mut reader, mut writer) = stream.into_split();
     let registered = shared.clients.register(peer, local);
     let mut client = RespClient::new(engine, shared, &registered.entry, local.port());
-    let config = &engine.inner.config;
+    let engine_limits = engine.limits();
     let limits = ParseLimits {
         max_args: MAX_ARGS,
-        max_arg_bytes: config
-            .limits
+        max_arg_bytes: engine_limits
             .max_value_bytes
-            .max(config.limits.max_key_bytes),
+            .max(engine_limits.max_key_bytes),
         // An MSET travels to the storage node as one frame.
         max_command_bytes: message::max_frame_bytes(
-            config.limits.max_key_bytes,
-            config.limits.max_value_bytes,
+            engine_limits.max_key_bytes,
+            engine_limits.max_value_bytes,
         ),
     };
     let mut parser = RequestParser::new(if client.authenticated {

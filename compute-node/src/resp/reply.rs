@@ -345,3 +345,28 @@ mod tests {
         );
     }
 }
+
+/// An error reply as Redis words it (`ERR syntax error`, `NOAUTH ...`):
+/// why a command or an argument is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ErrorReply(String);
+
+impl std::ops::Deref for ErrorReply {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for ErrorReply {
+    fn from(text: String) -> Self {
+        Self(text)
+    }
+}
+
+impl From<&str> for ErrorReply {
+    fn from(text: &str) -> Self {
+        Self(text.to_string())
+    }
+}

@@ -108,7 +108,7 @@ struct Windows {
 
 /// What a lookup found.
 #[derive(Debug)]
-pub enum Lookup {
+pub enum WindowLookup {
     /// The record, from a ready window (a hit).
     Hit(WindowRecord),
     /// Read the record on its own (no ready window holds it).
@@ -146,7 +146,7 @@ impl PartitionWindows {
 
     /// Looks up the record at `[offset, offset + len)` and returns what to do,
     /// with the fetch to start (if any).
-    pub fn lookup(&self, offset: u64, len: u64) -> (Lookup, Option<Fetch>) {
+    pub fn lookup(&self, offset: u64, len: u64) -> (WindowLookup, Option<Fetch>) {
         let mut st = self.windows.lock();
         st.policy
             .note_committed_end(self.committed_end.load(Ordering::Acquire));
@@ -157,11 +157,11 @@ impl PartitionWindows {
         let lookup = match decision {
             Decision::Hit { slot } => {
                 match st.filled[slot].as_ref().and_then(|f| f.record(offset, len)) {
-                    Some(record) => Lookup::Hit(record),
-                    None => Lookup::PointRead,
+                    Some(record) => WindowLookup::Hit(record),
+                    None => WindowLookup::PointRead,
                 }
             }
-            Decision::Wait { .. } | Decision::PointRead => Lookup::PointRead,
+            Decision::Wait { .. } | Decision::PointRead => WindowLookup::PointRead,
         };
         (lookup, fetch)
     }

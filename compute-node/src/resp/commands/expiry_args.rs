@@ -6,6 +6,7 @@
 use bytes::Bytes;
 
 use super::parse_i64;
+use crate::resp::reply::ErrorReply;
 
 pub(super) const SYNTAX_ERROR: &str = "ERR syntax error";
 pub(super) const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -18,8 +19,8 @@ pub(super) enum TimeUnit {
 }
 
 /// Redis's answer to a time that is out of range for `command`.
-pub(super) fn invalid_expire_time(command: &str) -> String {
-    format!("ERR invalid expire time in '{command}' command")
+pub(super) fn invalid_expire_time(command: &str) -> ErrorReply {
+    format!("ERR invalid expire time in '{command}' command").into()
 }
 
 /// What SET or GETEX is to do with the key's expiry.
@@ -43,7 +44,11 @@ pub(super) enum ExpiryOption {
 impl ExpiryOption {
     /// The absolute expiry time (Unix milliseconds) a timed option names,
     /// checked as Redis checks it; `None` for the other options.
-    pub(super) fn expire_at_ms(&self, now_ms: u64, command: &str) -> Result<Option<u64>, String> {
+    pub(super) fn expire_at_ms(
+        &self,
+        now_ms: u64,
+        command: &str,
+    ) -> Result<Option<u64>, ErrorReply> {
         match self {
             ExpiryOption::Timed {
                 unit,
@@ -139,8 +144,8 @@ pub(super) fn positive_expire_at(
     relative: bool,
     now_ms: u64,
     command: &str,
-) -> Result<u64, String> {
-    let given = parse_i64(arg).ok_or_else(|| NOT_AN_INTEGER.to_string())?;
+) -> Result<u64, ErrorReply> {
+    let given = parse_i64(arg).ok_or_else(|| ErrorReply::from(NOT_AN_INTEGER))?;
     let invalid = || invalid_expire_time(command);
     if given <= 0 {
         return Err(invalid());
@@ -167,8 +172,8 @@ pub(super) fn expire_when(
     unit: TimeUnit,
     base_ms: i64,
     command: &str,
-) -> Result<i64, String> {
-    let given = parse_i64(arg).ok_or_else(|| NOT_AN_INTEGER.to_string())?;
+) -> Result<i64, ErrorReply> {
+    let given = parse_i64(arg).ok_or_else(|| ErrorReply::from(NOT_AN_INTEGER))?;
     let invalid = || invalid_expire_time(command);
     let ms = match unit {
         TimeUnit::Seconds => given.checked_mul(1000).ok_or_else(invalid)?,
@@ -188,7 +193,7 @@ pub(super) struct ExpireFlags {
 
 impl ExpireFlags {
     /// The flags after `EXPIRE key time`, or Redis's error.
-    pub(super) fn parse(args: &[Bytes]) -> Result<Self, String> {
+    pub(super) fn parse(args: &[Bytes]) -> Result<Self, ErrorReply> {
         let mut flags = ExpireFlags::default();
         for arg in args {
             match &arg.to_ascii_uppercase()[..] {
@@ -197,10 +202,9 @@ impl ExpireFlags {
                 b"GT" => flags.gt = true,
                 b"LT" => flags.lt = true,
                 _ => {
-                    return Err(format!(
-                        "ERR Unsupported option {}",
-                        String::from_utf8_lossy(arg)
-                    ));
+                    return Err(
+                        format!("ERR Unsupported option {}", String::from_utf8_lossy(arg)).into(),
+                    );
                 }
             }
         }

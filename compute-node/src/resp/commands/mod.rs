@@ -31,8 +31,6 @@ mod key_locks;
 mod keyspace;
 mod overlay;
 mod replication;
-
-pub(crate) use replication::storage_host_port;
 mod server;
 mod strings;
 mod transaction;
@@ -46,9 +44,9 @@ use splitkv_common::message::WireError;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::clients::{ClientEntry, ClientRegistry};
-use super::reply::Replies;
+use super::reply::{ErrorReply, Replies};
 use super::table::{CommandInfo, Kind, lookup};
-use crate::{BatchOp, Engine, EngineError, expiry};
+use crate::{Engine, EngineError, expiry};
 use expiry_args::TimeUnit;
 pub use key_locks::KeyLocks;
 use overlay::{Known, Overlay};
@@ -99,7 +97,7 @@ struct Transaction {
 
 /// Settings of the server every connection shares.
 #[derive(Debug)]
-pub struct Shared {
+pub struct ServerState {
     /// The password AUTH must give, if any.
     pub requirepass: Option<String>,
     /// A line for INFO naming the storage node.
@@ -127,7 +125,7 @@ pub struct RespClient<'a> {
     /// The partition this client's writes go to (so they stay in order).
     pub partition: usize,
     /// The server's settings.
-    pub shared: &'a Shared,
+    pub shared: &'a ServerState,
     /// This connection's entry in the client registry.
     pub me: &'a ClientEntry,
     /// True once authenticated (or when no password is set).
@@ -215,9 +213,9 @@ pub async fn write_replies<W: AsyncWrite + Unpin>(
 }
 
 /// Why a command cannot run as sent: the error Redis answers.
-fn rejection(cmd: &[Bytes]) -> Result<&'static CommandInfo, String> {
+fn rejection(cmd: &[Bytes]) -> Result<&'static CommandInfo, ErrorReply> {
     let Some(entry) = lookup(&cmd[0]) else {
-        return Err(unknown_command(cmd));
+        return Err(unknown_command(cmd).into());
     };
     let entry = if entry.subcommands.is_empty() || cmd.len() < 2 {
         entry
@@ -229,12 +227,13 @@ fn rejection(cmd: &[Bytes]) -> Result<&'static CommandInfo, String> {
                     "ERR unknown subcommand '{}'. Try {} HELP.",
                     shown(&cmd[1], 128),
                     entry.name.to_uppercase()
-                ));
+                )
+                .into());
             }
         }
     };
     if !entry.arity_allows(cmd.len()) {
-        return Err(arity_error(entry.name));
+        return Err(arity_error(entry.name).into());
     }
     Ok(entry)
 }
@@ -282,50 +281,18 @@ fn parse_i64(arg: &[u8]) -> Option<i64> {
     text.parse().ok()
 }
 
-/// One write a command makes to a key.
-#[derive(Debug, Clone)]
-pub(super) struct KeyWrite {
-    key: Bytes,
-    /// The new value and when it expires (absolute Unix milliseconds, 0
-    /// for never), or `None` for a delete.
-    value: Option<(Bytes, u64)>,
-}
-
-impl KeyWrite {
-    /// A put of a value that never expires.
-    fn put(key: Bytes, value: Bytes) -> Self {
-        Self::put_expiring(key, value, 0)
-    }
-
-    /// A put of a value that expires at `expire_at_ms` (0: never).
-    fn put_expiring(key: Bytes, value: Bytes, expire_at_ms: u64) -> Self {
-        Self {
-            key,
-            value: Some((value, expire_at_ms)),
-        }
-    }
-
-    /// A delete.
-    fn delete(key: Bytes) -> Self {
-        Self { key, value: None }
-    }
-
-    /// The write as the engine takes it.
-    fn op(&self) -> BatchOp<'_> {
-        match &self.value {
-            Some((value, expire_at_ms)) => BatchOp::Put {
-                key: &self.key,
-                value,
-                expire_at_ms: *expire_at_ms,
-            },
-            None => BatchOp::Delete { key: &self.key },
-        }
-    }
-}
+/// One write a command makes to a key: a put of a value and when it
+/// expires (absolute Unix milliseconds, 0 for never), or a delete.
+pub(super) type KeyWrite = crate::KeyWrite<Bytes>;
 
 impl<'a> RespClient<'a> {
     /// A client that has not yet sent anything.
-    pub fn new(engine: &'a Engine, shared: &'a Shared, me: &'a ClientEntry, port: u16) -> Self {
+    pub fn new(
+        engine: &'a Engine,
+        shared: &'a ServerState,
+        me: &'a ClientEntry,
+        port: u16,
+    ) -> Self {
         Self {
             engine,
             partition: engine.assign_partition(),
@@ -434,7 +401,7 @@ impl<'a> RespClient<'a> {
             }
             return;
         }
-        // Shared values leave the reply buffer: only replies that cannot be
+        // ServerState values leave the reply buffer: only replies that cannot be
         // cut off again (CLIENT REPLY OFF or SKIP) may share them.
         let share = self.reply_mode == ReplyMode::On;
         for value in self.engine.get_each_async(keys).await {
@@ -510,7 +477,7 @@ impl<'a> RespClient<'a> {
     /// The largest value the node stores (what CONFIG GET
     /// proto-max-bulk-len reports).
     fn max_value_bytes(&self) -> usize {
-        self.engine.inner.config.limits.max_value_bytes
+        self.engine.limits().max_value_bytes
     }
 
     /// True if `key` has a value, as this client sees it.
@@ -528,8 +495,7 @@ impl<'a> RespClient<'a> {
             }
             return Ok(());
         }
-        let batch: Vec<BatchOp<'_>> = writes.iter().map(KeyWrite::op).collect();
-        self.engine.write_many_async(self.partition, &batch).await
+        self.engine.write_async(self.partition, writes).await
     }
 
     /// One command, with CLIENT REPLY's suppression applied.
@@ -578,11 +544,11 @@ impl<'a> RespClient<'a> {
     ) -> std::io::Result<Flow> {
         let checked = rejection(cmd).and_then(|entry| {
             if !self.authenticated && !entry.flags.contains(&"no_auth") {
-                Err("NOAUTH Authentication required.".to_string())
+                Err("NOAUTH Authentication required.".into())
             } else if !self.engine.is_writer() && entry.flags.contains(&"write") {
                 // As Redis's `processCommand` refuses writes on a read-only
                 // replica (inside MULTI too, which then aborts EXEC).
-                Err(replication::READ_ONLY_REPLICA.to_string())
+                Err(replication::READ_ONLY_REPLICA.into())
             } else {
                 Ok(entry)
             }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::KeyWrite;
-use crate::{BatchOp, Engine, expiry};
+use crate::{Engine, expiry};
 
 /// A transaction's writes not yet sent (see the module documentation).
 #[derive(Debug, Default)]
@@ -36,7 +36,15 @@ pub(super) enum Known {
 impl Overlay {
     /// Records a write.
     pub(super) fn write(&mut self, write: KeyWrite) {
-        self.latest.insert(write.key.clone(), write.value.clone());
+        let (key, latest) = match &write {
+            KeyWrite::Put {
+                key,
+                value,
+                expire_at_ms,
+            } => (key, Some((value.clone(), *expire_at_ms))),
+            KeyWrite::Delete { key } | KeyWrite::Expire { key, .. } => (key, None),
+        };
+        self.latest.insert(key.clone(), latest);
         self.writes.push(write);
     }
 
@@ -88,8 +96,8 @@ impl Overlay {
     }
 
     /// The writes to send, in order, as one batch.
-    pub(super) fn batch(&self) -> Vec<BatchOp<'_>> {
-        self.writes.iter().map(KeyWrite::op).collect()
+    pub(super) fn batch(&self) -> Vec<KeyWrite> {
+        self.writes.clone()
     }
 }
 

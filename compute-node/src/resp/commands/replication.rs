@@ -5,21 +5,11 @@
 use bytes::Bytes;
 
 use super::{RespClient, engine_error};
+use crate::resp::info::storage_host_port;
 use crate::resp::reply::Replies;
 
 /// Redis's answer to a write sent to a read-only replica.
 pub(super) const READ_ONLY_REPLICA: &str = "READONLY You can't write against a read only replica.";
-
-/// Splits the storage node's `host:port` as ROLE and INFO show a master's.
-pub(crate) fn storage_host_port(storage: &str) -> (&str, i64) {
-    match storage.rsplit_once(':') {
-        Some((host, port)) => (
-            host.trim_start_matches('[').trim_end_matches(']'),
-            port.parse().unwrap_or(0),
-        ),
-        None => (storage, 0),
-    }
-}
 
 impl RespClient<'_> {
     /// ROLE: a writer answers as a Redis master without replicas (its

@@ -70,7 +70,7 @@ impl RespClient<'_> {
 
     /// The settings CONFIG GET shows, with their values on this node.
     pub(super) fn settings(&self) -> Vec<(&'static str, String)> {
-        let limits = &self.engine.inner.config.limits;
+        let limits = self.engine.limits();
         vec![
             ("databases", "1".into()),
             ("port", self.port.to_string()),

@@ -52,7 +52,7 @@ impl RespClient<'_> {
     /// the key changes it, and so does its value expiring (but not the
     /// removal of a value that had expired already).
     pub(super) fn version_of(&self, key: &[u8]) -> Option<KeyVersion> {
-        let location = self.engine.inner.index.get(key)?;
+        let location = self.engine.location(key)?;
         Some(
             if crate::expiry::is_visible(&location, crate::expiry::now_ms()) {
                 KeyVersion::Live(location.seq)
@@ -134,7 +134,7 @@ impl RespClient<'_> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.engine.write_many_async(self.partition, &batch).await
+        self.engine.write_async(self.partition, batch).await
     }
 }
 
