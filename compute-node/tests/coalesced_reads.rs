@@ -299,8 +299,8 @@ fn a_caller_dropped_while_it_waits_to_send_leaves_no_lane_taken() {
     let handle = engine.handle().clone();
     let before = engine.stats();
 
-    // A read of key0 on its own (not through a lane) holds partition 0's
-    // connection full at the gate.
+    // A read of key0, a batch of its own through partition 0's lane, holds
+    // that connection full at the gate.
     gate.close();
     let alone = {
         let engine = Arc::clone(&engine);
@@ -308,12 +308,17 @@ fn a_caller_dropped_while_it_waits_to_send_leaves_no_lane_taken() {
         handle.spawn(async move { engine.get_async(&key).await })
     };
     gate.wait_until_waiting(1);
-    // A caller of key1 and key2 takes both lanes, and waits for room on
-    // partition 0's connection before it sends partition 1's batch; it goes
-    // away there.
+    let held = engine.stats();
+    assert!(
+        held.read_batches > before.read_batches,
+        "key0's read went out as a batch"
+    );
+    // A caller of key1 and key2 queues on both lanes: partition 1's batch
+    // goes out, partition 0's waits behind key0's read for room on its
+    // connection; the caller goes away there.
     let dropped = handle.spawn(read_many_of(&engine, &[&keys[1], &keys[2]]));
-    wait_until("the caller to start sending", || {
-        engine.stats().read_batches > before.read_batches
+    wait_until("the caller's batch to be sent", || {
+        engine.stats().read_batches > held.read_batches
     });
     dropped.abort();
     assert!(
