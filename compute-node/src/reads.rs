@@ -160,7 +160,24 @@ impl Reads {
     /// The value of `key` with its expiry time (see
     /// `Engine::get_expiring_async`): a read of one key.
     pub(crate) async fn get_expiring(this: &Arc<Self>, key: &[u8]) -> Result<Option<(Bytes, u64)>> {
-        let mut read = Self::read(this, &[key]).await;
+        // One key needs no moment between batches (its index entry changes
+        // at once), nor the vectors of a read of several keys until its
+        // record must be read from the storage node; then it takes the one
+        // remote path, moved-record retry included.
+        this.storage.check_key(key)?;
+        let view = &this.view;
+        view.counters.gets.fetch_add(1, Ordering::Relaxed);
+        let Some(location) = view.visible_at(key, expiry::now_ms()) else {
+            return Ok(None);
+        };
+        if let Some(value) = view
+            .cached_value(key, &location)
+            .or_else(|| this.window_value(key, &location))
+        {
+            return Ok(Some((value, location.expire_at_ms)));
+        }
+        let mut read =
+            Self::read_remaining(this, &[key], vec![Ok(None)], vec![(0, location)]).await;
         let read = read.pop().unwrap_or(Ok(None))?;
         Ok(read.map(|(value, location)| (value, location.expire_at_ms)))
     }
@@ -202,7 +219,7 @@ impl Reads {
             .fetch_add(valid as u64, Ordering::Relaxed);
         // The keys whose records are read from the storage node.
         let mut remote: Vec<(usize, Location)> = Vec::new();
-        let mut outcomes: Vec<Result<Option<(Bytes, Location)>>> = keys
+        let outcomes: Vec<Result<Option<(Bytes, Location)>>> = keys
             .iter()
             .zip(locations)
             .enumerate()
@@ -220,6 +237,20 @@ impl Reads {
                 Ok(value.map(|value| (value, location)))
             })
             .collect();
+        Self::read_remaining(this, keys, outcomes, remote).await
+    }
+
+    /// The rest of a read: the record of each `(at, location)` in `remote`
+    /// read through the connections' lanes into `outcomes[at]`, a record
+    /// garbage collection moved meanwhile looked up and read again, up to
+    /// [`MOVED_READS`] reads.
+    async fn read_remaining(
+        this: &Arc<Self>,
+        keys: &[&[u8]],
+        mut outcomes: Vec<Result<Option<(Bytes, Location)>>>,
+        mut remote: Vec<(usize, Location)>,
+    ) -> Vec<Result<Option<(Bytes, Location)>>> {
+        let view = &this.view;
         for _ in 0..MOVED_READS {
             if remote.is_empty() {
                 return outcomes;
