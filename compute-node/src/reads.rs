@@ -31,7 +31,7 @@ use splitkv_common::message::{MAX_GET_MANY_BYTES, MAX_READS_PER_REQUEST, RecordA
 use tokio::sync::oneshot;
 
 use crate::coalesce::lanes::MAX_BATCH_BYTES;
-use crate::coalesce::{Joined, Lanes, Lead};
+use crate::coalesce::{self, Joined, Lanes, Lead};
 use crate::error::{EngineError, Result};
 use crate::expiry;
 use crate::index::Location;
@@ -421,15 +421,7 @@ impl Reads {
             Self::answer_read_batch(batch).await;
             drop(lead);
         }
-        let mut outcomes = Vec::with_capacity(answers.len());
-        for answer in answers {
-            outcomes.push(
-                answer
-                    .await
-                    .unwrap_or(Err(EngineError::Storage(ClientError::ShutDown))),
-            );
-        }
-        outcomes
+        coalesce::answers(answers).await
     }
 
     /// Sends `lane`'s next batch of reads on a task of its own, if any

@@ -26,7 +26,7 @@ use splitkv_common::limits::Limits;
 use splitkv_common::message;
 use tokio::sync::oneshot;
 
-use crate::coalesce::{Joined, Lanes, Lead};
+use crate::coalesce::{self, Joined, Lanes, Lead};
 use crate::error::{EngineError, Result};
 use crate::storage::Storage;
 use crate::view::View;
@@ -195,16 +195,7 @@ impl Writes {
             };
             this.send_batch(lane, batch).await;
         }
-        let mut outcomes = Vec::with_capacity(answers.len());
-        for answer in answers {
-            // A lane's task that went away: the engine is shutting down.
-            outcomes.push(
-                answer
-                    .await
-                    .unwrap_or(Err(EngineError::Storage(ClientError::ShutDown))),
-            );
-        }
-        outcomes
+        coalesce::answers(answers).await
     }
 
     /// Sends `lane`'s next batch on a task of its own, if any collected;
@@ -227,11 +218,17 @@ impl Writes {
     /// Sends the runs of `batch` as one `write_many` through `partition`,
     /// records the acknowledgements in the view, and answers each run.
     async fn send_batch(&self, partition: usize, batch: Vec<QueuedRun>) {
+        // A batch of one run (an idle lane's) sends that run's writes as
+        // they are; only runs that collected together are joined.
         let mut writes = Vec::new();
         let mut runs = Vec::with_capacity(batch.len());
         for run in batch {
             runs.push((run.writes.len(), run.done));
-            writes.extend(run.writes);
+            if writes.is_empty() {
+                writes = run.writes;
+            } else {
+                writes.extend(run.writes);
+            }
         }
         let client = &self.storage.client;
         let acks = match self

@@ -9,6 +9,25 @@ pub mod lanes;
 use std::sync::Arc;
 
 pub(crate) use lanes::{Joined, Lanes};
+use splitkv_common::client::ClientError;
+use tokio::sync::oneshot;
+
+use crate::error::{EngineError, Result};
+
+/// The outcome each of a caller's queued requests was answered with, in
+/// order; one whose lane task went away (the engine is shutting down) is
+/// [`ClientError::ShutDown`].
+pub(crate) async fn answers<T>(answers: Vec<oneshot::Receiver<Result<T>>>) -> Vec<Result<T>> {
+    let mut outcomes = Vec::with_capacity(answers.len());
+    for answer in answers {
+        outcomes.push(
+            answer
+                .await
+                .unwrap_or(Err(EngineError::Storage(ClientError::ShutDown))),
+        );
+    }
+    outcomes
+}
 
 /// A leader's hold on its lane, dropped once its batch is answered or when
 /// the leader goes away first (its future dropped): either way the runs
