@@ -53,7 +53,7 @@ pub fn follow_chunk_cost(frame_bytes: usize) -> u64 {
 }
 
 /// Version of this protocol; a node refuses a peer that speaks another.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// Application error codes with which a storage node closes a connection.
 pub mod close_code {
@@ -152,17 +152,10 @@ pub enum RecordRead {
 pub enum RequestBody<'a> {
     /// Opens a control stream.
     Hello(Hello),
-    /// Put `key`; the value is the blob.
-    Put {
-        /// The key.
-        #[serde(borrow)]
-        key: &'a [u8],
-        /// When the version expires (absolute Unix milliseconds; 0: never).
-        expire_at_ms: u64,
-    },
     /// Puts, deletes and expiries applied as one unit (all or none after a
     /// crash), in order; the values of the puts are the blob, concatenated,
-    /// with their lengths in `ops`.
+    /// with their lengths in `ops`. The one write request: a single put or
+    /// delete is a `WriteMany` of one.
     WriteMany {
         /// The keys, in order.
         #[serde(borrow)]
@@ -170,24 +163,10 @@ pub enum RequestBody<'a> {
         /// What to do with each key, in the same order.
         ops: Vec<BatchEntry>,
     },
-    /// Delete `key`.
-    Delete {
-        /// The key.
-        #[serde(borrow)]
-        key: &'a [u8],
-    },
-    /// Read the record at a location.
-    Get {
-        /// Partition of the record.
-        partition: u32,
-        /// Value-log offset.
-        offset: u64,
-        /// Record length.
-        len: u32,
-    },
-    /// Read several records, each as [`RequestBody::Get`] would, with one
-    /// outcome each: at most [`MAX_READS_PER_REQUEST`], and, for more than
-    /// one, at most [`MAX_GET_MANY_BYTES`] in all.
+    /// Read records, each verified by the storage node, with one outcome
+    /// each: at most [`MAX_READS_PER_REQUEST`], and, for more than one, at
+    /// most [`MAX_GET_MANY_BYTES`] in all. The one read request: a read of
+    /// one record is a `GetMany` of one.
     GetMany {
         /// The records, in the order their outcomes come back.
         reads: Vec<RecordAt>,
@@ -396,12 +375,11 @@ pub enum ResponseBody {
         /// `uring` or `psync`.
         io_engine: String,
     },
-    /// A put or delete was acknowledged.
+    /// A clear ([`RequestBody::Clear`]) was acknowledged.
     Written(WriteAck),
-    /// Every put of a batch was acknowledged.
+    /// Every operation of a [`RequestBody::WriteMany`] was acknowledged,
+    /// in order.
     WrittenMany(Vec<WriteAck>),
-    /// The blob is the verified record.
-    Record,
     /// The outcome of each read of a [`RequestBody::GetMany`], in order;
     /// the blob is the records read, concatenated.
     Records(Vec<RecordRead>),
@@ -717,9 +695,12 @@ mod tests {
         let key = vec![1u8; 1024];
         let request = Request {
             id: u64::MAX,
-            body: RequestBody::Put {
-                key: &key,
-                expire_at_ms: u64::MAX,
+            body: RequestBody::WriteMany {
+                keys: vec![&key],
+                ops: vec![BatchEntry::Put {
+                    value_len: 16 << 20,
+                    expire_at_ms: u64::MAX,
+                }],
             },
         };
         let head = encode_head(&mut out, &request, 16 << 20);

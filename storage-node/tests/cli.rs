@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use splitkv_common::client::{ClientConfig, StorageClient};
+use splitkv_common::client::{BatchOp, ClientConfig, StorageClient};
+use splitkv_common::message::RecordAt;
 use splitkv_common::record;
 use splitkv_common::tls::NodeIdentity;
 
@@ -134,11 +135,15 @@ fn sigterm_stops_cleanly_and_keeps_every_acknowledged_write() {
     let mut acks = Vec::new();
     for i in 0..200u32 {
         let key = format!("key-{i}");
-        let ack = client
-            .put((i % 4) as usize, key.as_bytes(), &[i as u8; 1000], 0)
+        let value = [i as u8; 1000];
+        let acks_of_one = client
+            .write_many((i % 4) as usize, &[BatchOp::put(key.as_bytes(), &value)])
             .expect("send")
             .wait_blocking()
             .expect("put");
+        let [ack] = acks_of_one[..] else {
+            panic!("one acknowledgement for a batch of one: {acks_of_one:?}");
+        };
         acks.push((i, key, ack));
     }
     drop(client);
@@ -155,15 +160,18 @@ fn sigterm_stops_cleanly_and_keeps_every_acknowledged_write() {
         .block_on(StorageClient::connect(config))
         .expect("reconnect");
     for (i, key, ack) in &acks {
-        let bytes = client
-            .get(
-                (*i % 4) as usize,
-                ack.offset,
-                record::value_record_len(key.len(), 1000),
-            )
+        let read = RecordAt {
+            partition: *i % 4,
+            offset: ack.offset,
+            len: record::value_record_len(key.len(), 1000) as u32,
+        };
+        let mut records = client
+            .get_many((*i % 4) as usize, &[read])
             .expect("send")
             .wait_blocking()
             .expect("read after restart");
+        assert_eq!(records.len(), 1, "one outcome for the one read");
+        let bytes = records.pop().expect("one").expect("read after restart");
         let rec = record::decode_value_record(&bytes).expect("record");
         assert_eq!(rec.key, key.as_bytes());
         assert_eq!(rec.value, &[*i as u8; 1000][..]);

@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use splitkv_common::certs;
 use splitkv_common::client::{BatchOp, Call, ClientConfig, ClientError, StorageClient};
 use splitkv_common::frame::FrameDecoder;
 use splitkv_common::message::{
-    self, Hello, MAX_GET_MANY_BYTES, MAX_READS_PER_REQUEST, PROTOCOL_VERSION, RecordAt, Request,
-    RequestBody, Response, ResponseBody, Role, WireError, WriteAck,
+    self, BatchEntry, Hello, MAX_GET_MANY_BYTES, MAX_READS_PER_REQUEST, PROTOCOL_VERSION, RecordAt,
+    Request, RequestBody, Response, ResponseBody, Role, WireError, WriteAck,
 };
 use splitkv_common::record::{self, EntryKind, Frame};
 use splitkv_common::tls::NodeIdentity;
@@ -139,6 +139,59 @@ async fn call<T>(sent: Result<Call<T>, ClientError>) -> Result<T, ClientError> {
     sent?.wait().await
 }
 
+/// Puts `key` = `value` into `partition` as a write batch of one (the one
+/// write request) and waits for its acknowledgement.
+async fn put_one(
+    client: &StorageClient,
+    partition: usize,
+    key: &[u8],
+    value: &[u8],
+) -> Result<WriteAck, ClientError> {
+    let acks = call(client.write_many(partition, &[BatchOp::put(key, value)])).await?;
+    Ok(only_ack(acks))
+}
+
+/// Deletes `key` in `partition` as a write batch of one and waits for its
+/// acknowledgement.
+async fn delete_one(
+    client: &StorageClient,
+    partition: usize,
+    key: &[u8],
+) -> Result<WriteAck, ClientError> {
+    let acks = call(client.write_many(partition, &[BatchOp::delete(key)])).await?;
+    Ok(only_ack(acks))
+}
+
+/// The acknowledgement of a batch of one.
+fn only_ack(acks: Vec<WriteAck>) -> WriteAck {
+    let [ack] = acks[..] else {
+        panic!("one acknowledgement for a batch of one: {acks:?}");
+    };
+    ack
+}
+
+/// Reads the record of `len` bytes at `offset` of `partition` as a read of
+/// one record (the one read request), through that partition's connection:
+/// its verified bytes, or the storage node's refusal of the read.
+async fn read_one(
+    client: &StorageClient,
+    partition: usize,
+    offset: u64,
+    len: usize,
+) -> Result<Bytes, ClientError> {
+    let read = RecordAt {
+        partition: partition as u32,
+        offset,
+        len: len as u32,
+    };
+    let mut outcomes = call(client.get_many(partition, &[read])).await?;
+    assert_eq!(outcomes.len(), 1, "one outcome for the one read");
+    outcomes
+        .pop()
+        .expect("one outcome")
+        .map_err(ClientError::Storage)
+}
+
 fn any_port() -> SocketAddr {
     "127.0.0.1:0".parse().expect("address")
 }
@@ -181,8 +234,8 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
     assert_eq!(client.partitions(), 4);
     assert!(client.epoch() > 0, "a writer holds an epoch");
 
-    let ack = call(client.put(1, b"alpha", b"one", 0)).await.expect("put");
-    let record = call(client.get(1, ack.offset, record::value_record_len(5, 3)))
+    let ack = put_one(&client, 1, b"alpha", b"one").await.expect("put");
+    let record = read_one(&client, 1, ack.offset, record::value_record_len(5, 3))
         .await
         .expect("get");
     let decoded = record::decode_value_record(&record).expect("verifies");
@@ -216,7 +269,7 @@ async fn puts_gets_batches_ranges_and_exports_round_trip() {
     assert_eq!(acks.len(), 4);
     assert!(acks.windows(2).all(|w| w[0].seq < w[1].seq));
     assert_eq!(acks[2].offset, 0, "a delete has no value-log offset");
-    let deleted = call(client.delete(3, b"alpha")).await.expect("delete");
+    let deleted = delete_one(&client, 3, b"alpha").await.expect("delete");
     assert!(deleted.seq > acks[3].seq);
 
     let (range, committed_end) = client.read_range(2, 0, 16 << 20).await.expect("range");
@@ -279,24 +332,24 @@ async fn a_new_writer_fences_the_old_one_which_can_still_read() {
     let old = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("connect");
-    let ack = call(old.put(0, b"k", b"v1", 0)).await.expect("put");
+    let ack = put_one(&old, 0, b"k", b"v1").await.expect("put");
     let new = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("connect");
     assert!(new.epoch() > old.epoch());
-    let err = call(old.put(0, b"k", b"v2", 0)).await.expect_err("fenced");
+    let err = put_one(&old, 0, b"k", b"v2").await.expect_err("fenced");
     assert!(
         matches!(err, ClientError::Storage(WireError::Fenced { yours, current }) if yours == old.epoch() && current == new.epoch()),
         "{err}"
     );
-    let record = call(old.get(0, ack.offset, record::value_record_len(1, 2)))
+    let record = read_one(&old, 0, ack.offset, record::value_record_len(1, 2))
         .await
         .expect("a fenced writer still reads");
     assert_eq!(
         record::decode_value_record(&record).expect("record").value,
         b"v1"
     );
-    call(new.put(0, b"k", b"v3", 0))
+    put_one(&new, 0, b"k", b"v3")
         .await
         .expect("new writer writes");
     drop((old, new));
@@ -342,7 +395,7 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
             .await
             .expect("connect"),
     );
-    let before = call(client.put(0, b"before", b"restart", 0))
+    let before = put_one(&client, 0, b"before", b"restart")
         .await
         .expect("put");
 
@@ -354,8 +407,10 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
     let large = vec![0x33u8; 512 << 10];
     let mut in_flight = Vec::new();
     for partition in 0..PARTITIONS {
-        in_flight.push(client.put(partition, b"large", &large, 0).expect("sent"));
-        in_flight.push(client.put(partition, b"small", b"behind", 0).expect("sent"));
+        let large = [BatchOp::put(b"large", &large)];
+        in_flight.push(client.write_many(partition, &large).expect("sent"));
+        let small = [BatchOp::put(b"small", b"behind")];
+        in_flight.push(client.write_many(partition, &small).expect("sent"));
     }
     let paused = Arc::clone(&plan);
     tokio::task::spawn_blocking(move || paused.wait_until_paused(PARTITIONS))
@@ -375,7 +430,7 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
 
     // While the node is down, new requests fail rather than hang.
     let started = std::time::Instant::now();
-    let err = call(client.put(0, b"during", b"outage", 0))
+    let err = put_one(&client, 0, b"during", b"outage")
         .await
         .expect_err("no node");
     assert!(
@@ -407,12 +462,12 @@ async fn in_flight_requests_fail_on_restart_and_the_client_reconnects() {
             .await
             .expect("reconnects");
         assert!(client.generation(partition) >= 1);
-        let after = call(client.put(partition, b"after", b"restart", 0))
+        let after = put_one(&client, partition, b"after", b"restart")
             .await
             .expect("put after restart");
         assert!(after.seq > before.seq);
     }
-    let record = call(client.get(0, before.offset, record::value_record_len(6, 7)))
+    let record = read_one(&client, 0, before.offset, record::value_record_len(6, 7))
         .await
         .expect("old data");
     assert_eq!(
@@ -478,7 +533,7 @@ async fn a_storage_node_that_does_not_answer_hits_the_deadline() {
     config.request_timeout_ms = 300;
     let client = StorageClient::connect(config).await.expect("connect");
     let started = std::time::Instant::now();
-    let err = call(client.put(0, b"k", b"v", 0))
+    let err = put_one(&client, 0, b"k", b"v")
         .await
         .expect_err("no answer");
     assert!(
@@ -562,7 +617,7 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
     let good = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("connect");
-    call(good.put(0, b"keep", b"me", 0)).await.expect("put");
+    put_one(&good, 0, b"keep", b"me").await.expect("put");
     let puts_before = node
         .engine
         .stats()
@@ -638,12 +693,16 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
     //    closed connection.
     let conn = raw_connection(&cluster, node.addr).await;
     let (mut send, mut recv, mut decoder) = hello(&conn).await;
+    let put_of = |value_len: usize| BatchEntry::Put {
+        value_len: value_len as u32,
+        expire_at_ms: 0,
+    };
     let too_long_key = vec![1u8; 2000];
     let request = Request {
         id: 9,
-        body: RequestBody::Put {
-            key: &too_long_key,
-            expire_at_ms: 0,
+        body: RequestBody::WriteMany {
+            keys: vec![&too_long_key],
+            ops: vec![put_of(1)],
         },
     };
     send.write_all(&message::encode(&mut BytesMut::new(), &request, b"v"))
@@ -659,9 +718,9 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
     let huge_value = vec![0u8; (4 << 20) + 1];
     let request = Request {
         id: 10,
-        body: RequestBody::Put {
-            key: b"k",
-            expire_at_ms: 0,
+        body: RequestBody::WriteMany {
+            keys: vec![b"k"],
+            ops: vec![put_of(huge_value.len())],
         },
     };
     send.write_all(&message::encode(
@@ -682,7 +741,7 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
 
     // The raw writer above began a newer epoch, so the client is fenced now;
     // it still reads, and the node still serves.
-    let err = call(good.put(0, b"keep", b"changed", 0))
+    let err = put_one(&good, 0, b"keep", b"changed")
         .await
         .expect_err("fenced");
     assert!(
@@ -713,9 +772,7 @@ async fn a_reader_that_stops_taking_its_key_log_stream_is_cut_off_and_holds_no_w
     let writer = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("writer");
-    call(writer.put(0, b"first", b"entry", 0))
-        .await
-        .expect("put");
+    put_one(&writer, 0, b"first", b"entry").await.expect("put");
 
     // The reader runs on a runtime of its own, which its stalled callback
     // blocks: it takes no more bytes, and its stream window (small here)
@@ -754,7 +811,7 @@ async fn a_reader_that_stops_taking_its_key_log_stream_is_cut_off_and_holds_no_w
     let value = [7u8; 64];
     for i in 0..PUTS {
         let key = format!("while-stalled-{i}");
-        call(writer.put(0, key.as_bytes(), &value, 0))
+        put_one(&writer, 0, key.as_bytes(), &value)
             .await
             .expect("a put while a reader is stalled");
     }
@@ -819,10 +876,8 @@ async fn a_read_of_records_some_only_on_the_disk_answers_each_in_its_place() {
         let client = StorageClient::connect(client_config(&cluster, node.addr))
             .await
             .expect("connect");
-        let a = call(client.put(1, b"disk-a", b"first", 0))
-            .await
-            .expect("put");
-        let b = call(client.put(3, b"disk-b", b"second", 0))
+        let a = put_one(&client, 1, b"disk-a", b"first").await.expect("put");
+        let b = put_one(&client, 3, b"disk-b", b"second")
             .await
             .expect("put");
         client.close();
@@ -838,7 +893,7 @@ async fn a_read_of_records_some_only_on_the_disk_answers_each_in_its_place() {
         .await
         .expect("connect");
     // Written now: still in its write buffer.
-    let in_buffer = call(client.put(2, b"buffered", b"third", 0))
+    let in_buffer = put_one(&client, 2, b"buffered", b"third")
         .await
         .expect("put");
     let reads_before = plan.succeeded(Op::Read, Files::ValueLog);
@@ -879,10 +934,8 @@ async fn a_read_of_several_records_answers_each_alone_and_refuses_too_many() {
     let client = StorageClient::connect(client_config(&cluster, node.addr))
         .await
         .expect("connect");
-    let first = call(client.put(1, b"first", b"one", 0)).await.expect("put");
-    let second = call(client.put(3, b"second", b"two!", 0))
-        .await
-        .expect("put");
+    let first = put_one(&client, 1, b"first", b"one").await.expect("put");
+    let second = put_one(&client, 3, b"second", b"two!").await.expect("put");
     let at = |partition: u32, ack: WriteAck, key_len: usize, value_len: usize| RecordAt {
         partition,
         offset: ack.offset,

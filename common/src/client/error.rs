@@ -32,8 +32,8 @@ pub enum ClientError {
     #[error("{0}")]
     Storage(WireError),
     /// Refused here, before sending, with the error the storage node
-    /// would have answered (a key, value or request over the node's
-    /// limits; a request too large for one frame would cost the whole
+    /// would have answered (a partition the node does not have, or a
+    /// request too large for one frame, which would cost the whole
     /// connection).
     #[error("{0}")]
     Invalid(WireError),

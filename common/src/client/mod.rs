@@ -37,7 +37,6 @@ pub use error::ClientError;
 use link::Link;
 pub use requests::{BatchOp, KeyWrite};
 
-use crate::limits::Limits;
 use crate::message::{self, WireError};
 use crate::tls::NodeIdentity;
 use crate::transport::TransportSettings;
@@ -458,14 +457,6 @@ impl StorageClient {
 
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.state.config.request_timeout_ms)
-    }
-
-    /// The limits the storage node announced.
-    fn node_limits(&self) -> Limits {
-        Limits {
-            max_key_bytes: self.welcome.max_key_bytes,
-            max_value_bytes: self.welcome.max_value_bytes,
-        }
     }
 
     /// Waits until the connection of `partition` is up, or `timeout` has

@@ -1,7 +1,9 @@
-//! Requests on a connection's control stream: puts, batches, deletes,
-//! point and multi-record reads, and the node-wide calls (sync, stats,
-//! locate, ping). Each is checked against the storage node's limits before
-//! it is sent and returns a [`Call`] for its answer.
+//! Requests on a connection's control stream: the one write request (a
+//! batch of writes, [`StorageClient::write_many`]), the one read request
+//! (of records, [`StorageClient::get_many`]), and the node-wide calls
+//! (clear, sync, stats, locate, ping). A request too large for the storage
+//! node's frame limit is refused before it is sent; each returns a
+//! [`Call`] for its answer.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -218,28 +220,6 @@ impl StorageClient {
         }
     }
 
-    /// Puts `key` = `value` into `partition` through its connection; the
-    /// version expires at `expire_at_ms` (absolute Unix milliseconds; 0:
-    /// never).
-    pub fn put(
-        &self,
-        partition: usize,
-        key: &[u8],
-        value: &[u8],
-        expire_at_ms: u64,
-    ) -> Result<Call<WriteAck>, ClientError> {
-        self.check_writer()?;
-        let limits = self.node_limits();
-        limits.check_key(key).map_err(ClientError::Invalid)?;
-        limits.check_value(value).map_err(ClientError::Invalid)?;
-        self.call(
-            partition,
-            RequestBody::Put { key, expire_at_ms },
-            &[value],
-            written,
-        )
-    }
-
     /// Applies every write to `partition` as one unit (all or none after a
     /// crash), in order. The acknowledgements come back in the same order
     /// (a delete's offset is 0). The caller checks keys and values against
@@ -273,43 +253,10 @@ impl StorageClient {
         self.call(partition, RequestBody::Clear, &[], written)
     }
 
-    /// Deletes `key` in `partition`, through its connection.
-    pub fn delete(&self, partition: usize, key: &[u8]) -> Result<Call<WriteAck>, ClientError> {
-        self.check_writer()?;
-        self.node_limits()
-            .check_key(key)
-            .map_err(ClientError::Invalid)?;
-        self.call(partition, RequestBody::Delete { key }, &[], written)
-    }
-
-    /// Reads the record at a location (verified by the storage node; the
-    /// caller should check the key it expects).
-    pub fn get(
-        &self,
-        partition: usize,
-        offset: u64,
-        len: usize,
-    ) -> Result<Call<Bytes>, ClientError> {
-        let body = RequestBody::Get {
-            partition: partition as u32,
-            offset,
-            len: len as u32,
-        };
-        self.call(
-            partition % self.partitions().max(1),
-            body,
-            &[],
-            |reply| match reply.body {
-                ResponseBody::Record => Ok(reply.blob),
-                other => Err(unexpected(&other)),
-            },
-        )
-    }
-
-    /// Reads several records through the connection of `connection`, with
-    /// an outcome per record in the order of `reads` (each verified by the
-    /// storage node, as [`StorageClient::get`] reads it): one request and
-    /// one answer for them all. At most
+    /// Reads records through the connection of `connection`, with an
+    /// outcome per record in the order of `reads` (each verified by the
+    /// storage node; the caller should check the key it expects): one
+    /// request and one answer for them all. At most
     /// [`message::MAX_READS_PER_REQUEST`] reads, and, for more than one, at
     /// most [`message::MAX_GET_MANY_BYTES`] in all; the storage node refuses
     /// more.
@@ -378,7 +325,7 @@ impl StorageClient {
     }
 }
 
-/// The acknowledgement a put or a delete is answered with.
+/// The acknowledgement a clear is answered with.
 fn written(reply: Reply) -> Result<WriteAck, ClientError> {
     match reply.body {
         ResponseBody::Written(ack) => Ok(ack),

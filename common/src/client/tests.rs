@@ -15,9 +15,9 @@ use crate::frame::FrameDecoder;
 use crate::message::{RequestBody, Response, ResponseBody, WriteAck};
 use crate::transport::TransportSettings;
 
-/// A put of this key is never answered.
+/// A write of this key is never answered.
 const STALL: &[u8] = b"stall";
-/// A put of this key makes the server close the connection.
+/// A write of this key makes the server close the connection.
 const DROP: &[u8] = b"drop";
 /// How long a test waits for something that should happen at once.
 const LIMIT: Duration = Duration::from_secs(10);
@@ -99,8 +99,8 @@ enum Reading {
     OnlyTheHello,
 }
 
-/// Answers a connection's control stream: Hello, Ping and Put (except the
-/// keys [`STALL`] and [`DROP`]).
+/// Answers a connection's control stream: Hello, Ping and WriteMany (except
+/// a batch whose first key is [`STALL`] or [`DROP`]).
 async fn serve(incoming: quinn::Incoming, reading: Reading) {
     let Ok(conn) = incoming.await else { return };
     let Ok((mut send, mut recv)) = conn.accept_bi().await else {
@@ -122,15 +122,19 @@ async fn serve(incoming: quinn::Incoming, reading: Reading) {
                     io_engine: "test".into(),
                 },
                 RequestBody::Ping => ResponseBody::Pong,
-                RequestBody::Put { key, .. } if key == STALL => continue,
-                RequestBody::Put { key, .. } if key == DROP => {
+                RequestBody::WriteMany { keys, .. } if keys.first() == Some(&STALL) => continue,
+                RequestBody::WriteMany { keys, .. } if keys.first() == Some(&DROP) => {
                     conn.close(0u32.into(), b"asked to drop");
                     return;
                 }
-                RequestBody::Put { .. } => {
-                    seq += 1;
-                    ResponseBody::Written(WriteAck { seq, offset: 0 })
-                }
+                RequestBody::WriteMany { keys, .. } => ResponseBody::WrittenMany(
+                    keys.iter()
+                        .map(|_| {
+                            seq += 1;
+                            WriteAck { seq, offset: 0 }
+                        })
+                        .collect(),
+                ),
                 _ => continue,
             };
             let response = Response {
@@ -155,10 +159,26 @@ fn waiting(client: &StorageClient) -> usize {
     live.waiting_requests()
 }
 
+/// Sends a put of `key` = `value` on partition 0, as a batch of one.
+fn put(
+    client: &StorageClient,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Call<Vec<WriteAck>>, ClientError> {
+    client.write_many(0, &[KeyWrite::put(key, value)])
+}
+
+/// The acknowledgement of a batch of one.
+fn only(acks: Vec<WriteAck>) -> WriteAck {
+    let [ack] = acks[..] else {
+        panic!("one acknowledgement for a batch of one: {acks:?}");
+    };
+    ack
+}
+
 /// Puts `key` on partition 0, expecting it to be sent and then to fail.
 async fn failed_put(client: &StorageClient, key: &[u8]) -> ClientError {
-    client
-        .put(0, key, b"v", 0)
+    put(client, key, b"v")
         .expect("send")
         .wait()
         .await
@@ -171,9 +191,9 @@ async fn a_request_past_its_deadline_fails_alone_and_the_link_stays_up() {
     let client = StorageClient::connect(server.client_config())
         .await
         .expect("connect");
-    let stalled = client.put(0, STALL, b"v", 0).expect("send");
-    let answered = client.put(0, b"fine", b"v", 0).expect("send");
-    assert_eq!(answered.wait().await.expect("answered").seq, 1);
+    let stalled = put(&client, STALL, b"v").expect("send");
+    let answered = put(&client, b"fine", b"v").expect("send");
+    assert_eq!(only(answered.wait().await.expect("answered")).seq, 1);
     let err = stalled.wait().await.expect_err("no answer");
     assert!(
         matches!(err, ClientError::DeadlineExceeded { after_ms: 300 }),
@@ -182,13 +202,12 @@ async fn a_request_past_its_deadline_fails_alone_and_the_link_stays_up() {
     assert_eq!(waiting(&client), 0, "the expired request left the map");
     // The same connection carries on.
     client.ping(0).expect("send").wait().await.expect("ping");
-    let ack = client
-        .put(0, b"later", b"v", 0)
+    let ack = put(&client, b"later", b"v")
         .expect("send")
         .wait()
         .await
         .expect("put after the deadline");
-    assert_eq!(ack.seq, 2);
+    assert_eq!(only(ack).seq, 2);
     assert!(client.is_up(0));
     assert_eq!(client.generation(0), 0, "never reconnected");
     assert_eq!(server.accepted.load(Ordering::SeqCst), 1, "one connection");
@@ -200,8 +219,8 @@ async fn a_full_connection_refuses_requests_until_one_leaves() {
     let mut config = server.client_config();
     config.max_in_flight_requests = 2;
     let client = StorageClient::connect(config).await.expect("connect");
-    let first = client.put(0, STALL, b"v", 0).expect("send");
-    let second = client.put(0, STALL, b"v", 0).expect("send");
+    let first = put(&client, STALL, b"v").expect("send");
+    let second = put(&client, STALL, b"v").expect("send");
     let err = client.ping(0).err().expect("full");
     assert!(
         matches!(
@@ -315,7 +334,7 @@ async fn a_peer_that_stops_reading_fills_the_outbox_to_its_bound_and_no_further(
     let value = vec![7u8; 16 << 10];
     let mut sent = Vec::new();
     let err = loop {
-        match client.put(0, STALL, &value, 0) {
+        match put(&client, STALL, &value) {
             Ok(call) => sent.push(call),
             Err(e) => break e,
         }

@@ -16,14 +16,14 @@ use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
 use splitkv_common::frame::{FrameDecoder, RawFrame};
-use splitkv_common::message::{self, RecordAt, RequestBody, ResponseBody, WireError};
+use splitkv_common::message::{self, RequestBody, ResponseBody, WireError};
 use tokio::sync::mpsc;
 
 use super::answer::{Answer, Answered};
 use super::context::{ServerContext, encode_response};
 use super::convert::stats_report;
 use super::handshake::Grant;
-use super::reads::{self, ReadForm};
+use super::reads;
 use super::stream::CloseReason;
 use super::writes;
 use crate::StorageError;
@@ -105,10 +105,8 @@ async fn dispatch(
     let request = message::decode_request(&frame)?;
     let id = request.id;
     match request.body {
-        body @ (RequestBody::Put { .. }
-        | RequestBody::WriteMany { .. }
-        | RequestBody::Delete { .. }) => {
-            let written = writes::write(context, grant.writer, id, body, &frame, done).await?;
+        RequestBody::WriteMany { keys, ops } => {
+            let written = writes::write(context, grant.writer, id, keys, ops, &frame, done).await?;
             Ok(match written {
                 Some(body) => {
                     out.push(encode_response(scratch, id, body));
@@ -117,33 +115,7 @@ async fn dispatch(
                 None => Answered::Later,
             })
         }
-        RequestBody::Get {
-            partition,
-            offset,
-            len,
-        } => {
-            let one = RecordAt {
-                partition,
-                offset,
-                len,
-            };
-            Ok(reads::read_records(
-                context,
-                id,
-                ReadForm::One,
-                vec![one],
-                out,
-                done,
-            ))
-        }
-        RequestBody::GetMany { reads } => Ok(reads::read_records(
-            context,
-            id,
-            ReadForm::Many,
-            reads,
-            out,
-            done,
-        )),
+        RequestBody::GetMany { reads } => Ok(reads::read_records(context, id, reads, out, done)),
         RequestBody::Clear => {
             let Some((_, epoch)) = grant.writer else {
                 out.push(encode_response(scratch, id, Err(WireError::NotAWriter)));
@@ -234,7 +206,9 @@ mod tests {
     use crate::{
         IoEngineKind, OwnedWrite, StorageConfig, StorageEngine, Submitted, WriteCompletion,
     };
-    use splitkv_common::message::{Hello, PROTOCOL_VERSION, Response, Role};
+    use splitkv_common::message::{
+        BatchEntry, Hello, PROTOCOL_VERSION, RecordAt, RecordRead, Response, Role,
+    };
 
     async fn read_response(
         recv: &mut quinn::RecvStream,
@@ -336,34 +310,43 @@ mod tests {
         let (welcome, _) = read_response(&mut recv, &mut decoder).await;
         assert!(matches!(welcome.body, Ok(ResponseBody::Welcome { .. })));
 
-        // The put queues behind the stalled one; the get goes by it.
-        let mut both = request(
-            2,
-            RequestBody::Put {
-                key: b"w",
+        // The put queues behind the stalled one; the read goes by it.
+        let put = RequestBody::WriteMany {
+            keys: vec![b"w"],
+            ops: vec![BatchEntry::Put {
+                value_len: 1,
                 expire_at_ms: 0,
-            },
-            b"x",
-        )
-        .to_vec();
-        let get = RequestBody::Get {
-            partition: 0,
-            offset: located - record_len as u64,
-            len: record_len as u32,
+            }],
         };
-        both.extend_from_slice(&request(3, get, &[]));
-        send.write_all(&both).await.expect("put and get");
+        let mut both = request(2, put, b"x").to_vec();
+        let read = RequestBody::GetMany {
+            reads: vec![RecordAt {
+                partition: 0,
+                offset: located - record_len as u64,
+                len: record_len as u32,
+            }],
+        };
+        both.extend_from_slice(&request(3, read, &[]));
+        send.write_all(&both).await.expect("put and read");
         let (first, blob) = read_response(&mut recv, &mut decoder).await;
         assert_eq!(first.id, 3, "the read is answered first: {first:?}");
-        assert_eq!(first.body, Ok(ResponseBody::Record));
+        assert_eq!(
+            first.body,
+            Ok(ResponseBody::Records(vec![RecordRead::Read {
+                len: record_len as u32
+            }]))
+        );
         let decoded = record::decode_value_record(&blob).expect("the record verifies");
         assert_eq!((decoded.key, decoded.value), (&b"r"[..], &b"v"[..]));
 
         release_tx.send(()).expect("release the queue");
         let (second, _) = read_response(&mut recv, &mut decoder).await;
         assert_eq!(second.id, 2);
-        let Ok(ResponseBody::Written(ack)) = second.body else {
+        let Ok(ResponseBody::WrittenMany(acks)) = second.body else {
             panic!("the put is acknowledged: {second:?}");
+        };
+        let [ack] = acks[..] else {
+            panic!("one acknowledgement for the one put: {acks:?}");
         };
         assert!(ack.seq > stored + 1, "committed after the stalled put");
 

@@ -18,10 +18,10 @@
 //!
 //! Calls go one way, down: this module serves a connection with
 //! `handshake` and then `dispatch` on its control stream, and `bulk` on
-//! each other stream; `dispatch` hands every write to `writes` (one write
-//! path: a single put or delete is a batch of one) and every read of
-//! records to `reads` (one read path: a single read is a batch of one);
-//! all of them share `context`, `answer` and `stream`.
+//! each other stream; `dispatch` hands the one write request (`WriteMany`:
+//! a single put or delete travels as a batch of one) to `writes` and the
+//! one read request of records (`GetMany`: a single read is a batch of
+//! one) to `reads`; all of them share `context`, `answer` and `stream`.
 
 mod answer;
 mod bulk;

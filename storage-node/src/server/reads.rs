@@ -1,5 +1,5 @@
-//! The one read path of the control stream: a `GetMany` of records, of
-//! which a `Get` is a read of one answered in its own form.
+//! The one read path of the control stream: a `GetMany` of records, the
+//! one read request (a read of one record is a `GetMany` of one).
 //!
 //! Records whose bytes are in memory (a write buffer or the page cache)
 //! are taken at once on the connection's task; if all of them are, the
@@ -25,26 +25,16 @@ use super::answer::{Answer, Answered};
 use super::context::ServerContext;
 use crate::{RecordBytes, StorageEngine, StorageError};
 
-/// How a read request wants its records answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReadForm {
-    /// A `Get`: [`ResponseBody::Record`] with the record as the blob, or
-    /// the refusal as the response.
-    One,
-    /// A `GetMany`: [`ResponseBody::Records`], one outcome per record.
-    Many,
-}
-
 /// A record read: its verified bytes, or why it failed.
 type RecordOutcome = Result<RecordBytes, WireError>;
 
-/// Reads the records at `reads` for request `id`, answered as `form`: into
-/// `out` if every record is in memory (or the request is refused), else
-/// through `done` once the records that wait for the disk are read.
+/// Reads the records at `reads` for request `id`, answered with
+/// [`ResponseBody::Records`], one outcome per record: into `out` if every
+/// record is in memory (or the request is refused), else through `done`
+/// once the records that wait for the disk are read.
 pub(crate) fn read_records(
     context: &Arc<ServerContext>,
     id: u64,
-    form: ReadForm,
     reads: Vec<RecordAt>,
     out: &mut Vec<Bytes>,
     done: &mpsc::Sender<Answer>,
@@ -64,10 +54,10 @@ pub(crate) fn read_records(
         })
         .collect();
     if in_memory.iter().all(Option::is_some) {
-        answer(id, form, in_memory.into_iter().flatten().collect()).append_to(out);
+        answer(id, in_memory.into_iter().flatten().collect()).append_to(out);
         return Answered::Now;
     }
-    spawn_disk_reads(context, id, form, done, reads, in_memory);
+    spawn_disk_reads(context, id, done, reads, in_memory);
     Answered::Later
 }
 
@@ -100,13 +90,12 @@ fn check_reads(reads: &[RecordAt]) -> Result<(), WireError> {
 fn spawn_disk_reads(
     context: &Arc<ServerContext>,
     id: u64,
-    form: ReadForm,
     done: &mpsc::Sender<Answer>,
     reads: Vec<RecordAt>,
     in_memory: Vec<Option<RecordOutcome>>,
 ) {
     let records = reads.len();
-    let failed = move || answer(id, form, (0..records).map(|_| Err(read_failed())).collect());
+    let failed = move || answer(id, (0..records).map(|_| Err(read_failed())).collect());
     let read = move |engine: &StorageEngine| {
         let outcomes = reads
             .iter()
@@ -119,7 +108,7 @@ fn spawn_disk_reads(
                 })
             })
             .collect();
-        answer(id, form, outcomes)
+        answer(id, outcomes)
     };
     let done = done.clone();
     match Arc::clone(&context.disk_reads).try_acquire_owned() {
@@ -144,40 +133,24 @@ fn spawn_disk_reads(
 }
 
 /// The answer to request `id` with `outcomes`, one per record in the order
-/// asked, as `form`: the verified records as parts of the blob, and a
-/// failure for each that failed (for [`ReadForm::One`], the failure as the
-/// response).
-fn answer(id: u64, form: ReadForm, outcomes: Vec<RecordOutcome>) -> Answer {
-    let body = match form {
-        ReadForm::One => match outcomes.into_iter().next() {
-            Some(Ok(record)) => {
-                let blob = record_blob(record);
-                return with_blob(id, ResponseBody::Record, vec![blob]);
+/// asked: the verified records as parts of the blob, and a failure for
+/// each that failed.
+fn answer(id: u64, outcomes: Vec<RecordOutcome>) -> Answer {
+    let mut reads = Vec::with_capacity(outcomes.len());
+    let mut blob = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        match outcome {
+            Ok(record) => {
+                let bytes = record_blob(record);
+                reads.push(RecordRead::Read {
+                    len: bytes.len() as u32,
+                });
+                blob.push(bytes);
             }
-            Some(Err(wire)) => Err(wire),
-            None => Err(WireError::BadRequest {
-                reason: "a read of no record".into(),
-            }),
-        },
-        ReadForm::Many => {
-            let mut reads = Vec::with_capacity(outcomes.len());
-            let mut blob = Vec::with_capacity(outcomes.len());
-            for outcome in outcomes {
-                match outcome {
-                    Ok(record) => {
-                        let bytes = record_blob(record);
-                        reads.push(RecordRead::Read {
-                            len: bytes.len() as u32,
-                        });
-                        blob.push(bytes);
-                    }
-                    Err(wire) => reads.push(RecordRead::Failed(wire)),
-                }
-            }
-            return with_blob(id, ResponseBody::Records(reads), blob);
+            Err(wire) => reads.push(RecordRead::Failed(wire)),
         }
-    };
-    Answer::plain(id, body)
+    }
+    with_blob(id, ResponseBody::Records(reads), blob)
 }
 
 /// A record's verified bytes, shared without a copy.

@@ -1,14 +1,14 @@
-//! The one write path of the control stream: every write request is a
-//! batch of operations (a `Put` or a `Delete` is a batch of one, answered
-//! in its own form) handed to the engine for the connection's partition
-//! and epoch, which applies it at once or queues it behind the partition's
-//! earlier writes and answers when it completes.
+//! The one write path of the control stream: a `WriteMany`, the one write
+//! request (a single put or delete is a batch of one), handed to the
+//! engine for the connection's partition and epoch, which applies it at
+//! once or queues it behind the partition's earlier writes and answers
+//! when it completes.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use splitkv_common::frame::RawFrame;
-use splitkv_common::message::{self, BatchEntry, RequestBody, ResponseBody, WireError, WriteAck};
+use splitkv_common::message::{self, BatchEntry, ResponseBody, WireError, WriteAck};
 use tokio::sync::mpsc;
 
 use super::answer::Answer;
@@ -16,80 +16,43 @@ use super::context::ServerContext;
 use super::stream::CloseReason;
 use crate::{OwnedOp, OwnedWrite, Submitted, WriteCompletion};
 
-/// How a write is acknowledged: as a single write, or one acknowledgement
-/// per operation.
-#[derive(Debug, Clone, Copy)]
-enum AckForm {
-    /// A `Put` or a `Delete`: [`ResponseBody::Written`].
-    One,
-    /// A `WriteMany`: [`ResponseBody::WrittenMany`].
-    Many,
+/// The answer to a batch: one acknowledgement per operation, in order.
+fn response(result: crate::error::Result<Vec<WriteAck>>) -> Result<ResponseBody, WireError> {
+    result
+        .map(ResponseBody::WrittenMany)
+        .map_err(crate::StorageError::into_wire)
 }
 
-impl AckForm {
-    fn response(
-        self,
-        result: crate::error::Result<Vec<WriteAck>>,
-    ) -> Result<ResponseBody, WireError> {
-        let acks = result.map_err(crate::StorageError::into_wire)?;
-        Ok(match self {
-            AckForm::One => ResponseBody::Written(acks.first().copied().unwrap_or_default()),
-            AckForm::Many => ResponseBody::WrittenMany(acks),
-        })
-    }
-}
-
-/// Applies the write request `body` (of `frame`) of request `id` for a
-/// connection granted `writer` (`(partition, epoch)`; `None` refuses it).
-/// Returns its response if it finished at once (or was refused), `None` if
-/// the partition's writer thread will answer through `done` when it
-/// completes. When the partition's queue is full, this connection waits
-/// (on a blocking thread) for room in it, reading no further requests
-/// meanwhile.
+/// Applies the `WriteMany` of `keys` and `ops` (of `frame`) of request
+/// `id` for a connection granted `writer` (`(partition, epoch)`; `None`
+/// refuses it). Returns its response if it finished at once (or was
+/// refused), `None` if the partition's writer thread will answer through
+/// `done` when it completes. When the partition's queue is full, this
+/// connection waits (on a blocking thread) for room in it, reading no
+/// further requests meanwhile.
 pub(crate) async fn write(
     context: &Arc<ServerContext>,
     writer: Option<(usize, u64)>,
     id: u64,
-    body: RequestBody<'_>,
+    keys: Vec<&[u8]>,
+    ops: Vec<BatchEntry>,
     frame: &RawFrame,
     done: &mpsc::Sender<Answer>,
 ) -> Result<Option<Result<ResponseBody, WireError>>, CloseReason> {
     let Some(writer) = writer else {
         return Ok(Some(Err(WireError::NotAWriter)));
     };
-    let batch = batch_of(&body, frame);
-    drop(body);
+    let batch = batch_of(&keys, &ops, frame);
+    drop((keys, ops));
     match batch {
-        Ok((form, write)) => submit(context, writer, id, form, write, done).await,
+        Ok(write) => submit(context, writer, id, write, done).await,
         Err(refusal) => Ok(Some(Err(refusal))),
     }
 }
 
-/// The batch a write request asks for, holding its keys and values as
-/// slices of the frame (no copy): a `Put` or a `Delete` is read as a
-/// `WriteMany` of one.
-fn batch_of(body: &RequestBody<'_>, frame: &RawFrame) -> Result<(AckForm, OwnedWrite), WireError> {
-    // The one operation of a `Put` or a `Delete`.
-    let single: [BatchEntry; 1];
-    let (form, keys, ops): (AckForm, &[&[u8]], &[BatchEntry]) = match body {
-        RequestBody::Put { key, expire_at_ms } => {
-            single = [BatchEntry::Put {
-                value_len: u32::try_from(frame.blob.len()).unwrap_or(u32::MAX),
-                expire_at_ms: *expire_at_ms,
-            }];
-            (AckForm::One, std::slice::from_ref(key), &single)
-        }
-        RequestBody::Delete { key } => {
-            single = [BatchEntry::Delete];
-            (AckForm::One, std::slice::from_ref(key), &single)
-        }
-        RequestBody::WriteMany { keys, ops } => (AckForm::Many, keys, ops),
-        _ => {
-            return Err(WireError::BadRequest {
-                reason: "not a write".into(),
-            });
-        }
-    };
+/// The batch of `keys` and `ops`, holding its keys and values as slices of
+/// the frame (no copy).
+fn batch_of(keys: &[&[u8]], ops: &[BatchEntry], frame: &RawFrame) -> Result<OwnedWrite, WireError> {
     if keys.len() != ops.len() {
         return Err(WireError::BadRequest {
             reason: "a batch needs one operation per key".into(),
@@ -115,7 +78,7 @@ fn batch_of(body: &RequestBody<'_>, frame: &RawFrame) -> Result<(AckForm, OwnedW
                 BatchEntry::Expire { version_seq } => OwnedOp::Expire { key, version_seq },
             }
         });
-    Ok((form, OwnedWrite::many(ops)))
+    Ok(OwnedWrite::many(ops))
 }
 
 /// Hands `write` to the engine for `(partition, epoch)`. Returns its
@@ -125,21 +88,20 @@ async fn submit(
     context: &Arc<ServerContext>,
     (partition, epoch): (usize, u64),
     id: u64,
-    form: AckForm,
     write: OwnedWrite,
     done: &mpsc::Sender<Answer>,
 ) -> Result<Option<Result<ResponseBody, WireError>>, CloseReason> {
     let completion: WriteCompletion = {
         let done = done.clone();
         Box::new(move |result| {
-            let _ = done.try_send(Answer::plain(id, form.response(result)));
+            let _ = done.try_send(Answer::plain(id, response(result)));
         })
     };
     let queued = match context
         .engine
         .submit_write(partition, Some(epoch), write, completion)
     {
-        Submitted::Done(result) => return Ok(Some(form.response(result))),
+        Submitted::Done(result) => return Ok(Some(response(result))),
         Submitted::Queued => return Ok(None),
         Submitted::QueueFull(write, completion) => {
             let engine = Arc::clone(&context.engine);

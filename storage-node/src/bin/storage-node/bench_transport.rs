@@ -6,7 +6,8 @@
 //!    direction of range reads) with the same TLS and transport settings;
 //! 2. range reads of 10 MiB through the protocol, the next requested while
 //!    the current one arrives (as a compute node prefetches its windows);
-//! 3. 4 KiB put round trips, 16 connections, one request in flight each;
+//! 3. 4 KiB put round trips (a write batch of one each), 16 connections,
+//!    one request in flight each;
 //! 4. the same with 64 in flight per connection;
 //! 5. the datagram size MTU discovery settled on.
 
@@ -19,7 +20,7 @@ use anyhow::{Context, Result, anyhow};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use splitkv_common::certs;
-use splitkv_common::client::{ClientConfig, StorageClient};
+use splitkv_common::client::{BatchOp, ClientConfig, StorageClient};
 use splitkv_common::tls::NodeIdentity;
 use splitkv_common::transport::TransportSettings;
 use storage_node::server::{Server, ServerConfig};
@@ -318,7 +319,8 @@ fn puts_one_in_flight(
                 while Instant::now() < stop {
                     let key = ((link as u64) << 48 | count).to_be_bytes();
                     let started = Instant::now();
-                    client.put(link, &key, &value, 0)?.wait_blocking()?;
+                    let put = [BatchOp::put(&key, &value)];
+                    client.write_many(link, &put)?.wait_blocking()?;
                     latency.record(started.elapsed().as_nanos() as u64)?;
                     count += 1;
                 }
@@ -357,7 +359,8 @@ async fn puts_many_in_flight(
                 let mut count = 0u64;
                 while Instant::now() < stop {
                     let key = ((link as u64) << 48 | (lane as u64) << 32 | count).to_be_bytes();
-                    client.put(link, &key, &value, 0)?.wait().await?;
+                    let put = [BatchOp::put(&key, &value)];
+                    client.write_many(link, &put)?.wait().await?;
                     count += 1;
                 }
                 total.fetch_add(count, Ordering::Relaxed);
