@@ -52,7 +52,11 @@ pub fn follow_chunk_cost(frame_bytes: usize) -> u64 {
     frame_bytes as u64 + FOLLOW_CHUNK_OVERHEAD_BYTES
 }
 
-/// Version of this protocol; a node refuses a peer that speaks another.
+/// Version of this protocol; a node refuses a peer that speaks another
+/// with [`WireError::ProtocolVersion`]. So that a peer of any version can
+/// send its [`Hello`] and read that refusal, `Hello` stays the first
+/// [`RequestBody`], and the encoding of a [`Response`] carrying the refusal
+/// does not change (see the test `the_version_handshake_reads_the_same_in_every_version`).
 pub const PROTOCOL_VERSION: u32 = 10;
 
 /// Application error codes with which a storage node closes a connection.
@@ -705,6 +709,44 @@ mod tests {
         };
         let head = encode_head(&mut out, &request, 16 << 20);
         assert!(head.len() - 4 + (16 << 20) <= limit);
+    }
+
+    /// A peer of an older or newer version sends its `Hello` and reads the
+    /// refusal in these same bytes, whatever else changed between the
+    /// versions.
+    #[test]
+    fn the_version_handshake_reads_the_same_in_every_version() {
+        // id 5, `Hello` (variant 0), protocol 9, `Role::Reader` (variant 1).
+        let old_hello = RawFrame {
+            meta: Bytes::from_static(&[5, 0, 9, 1]),
+            blob: Bytes::new(),
+        };
+        assert_eq!(
+            decode_request(&old_hello).expect("an old Hello decodes"),
+            Request {
+                id: 5,
+                body: RequestBody::Hello(Hello {
+                    protocol: 9,
+                    role: Role::Reader,
+                }),
+            }
+        );
+        let refusal = Response {
+            id: 5,
+            body: Err(WireError::ProtocolVersion {
+                node: PROTOCOL_VERSION,
+                client: 9,
+            }),
+        };
+        let mut out = BytesMut::new();
+        let frame = round_trip(&encode(&mut out, &refusal, &[]));
+        // id 5, `Err` (1), `ProtocolVersion` (variant 13), node, client.
+        let version = u8::try_from(PROTOCOL_VERSION).expect("a one-byte varint");
+        assert_eq!(&frame.meta[..], &[5, 1, 13, version, 9]);
+        assert_eq!(
+            refusal.body.expect_err("a refusal").to_string(),
+            format!("protocol version mismatch: node speaks {PROTOCOL_VERSION}, client 9")
+        );
     }
 
     proptest::proptest! {

@@ -761,6 +761,66 @@ async fn bad_input_closes_only_the_offending_connection_and_changes_nothing() {
     node.shutdown().await;
 }
 
+/// A client of an older protocol version (the one before the single-record
+/// requests were folded into the batch requests) or of a newer one is
+/// refused at its `Hello` with an answer that says why, is granted nothing,
+/// and its stream ends; a client of this version is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_another_protocol_version_is_told_so_and_granted_nothing() {
+    let cluster = cluster();
+    let node = Node::start(&cluster.data, &cluster.certs, any_port()).await;
+    for version in [PROTOCOL_VERSION - 1, PROTOCOL_VERSION + 1] {
+        let conn = raw_connection(&cluster, node.addr).await;
+        let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+        let request = Request {
+            id: 1,
+            body: RequestBody::Hello(Hello {
+                protocol: version,
+                role: Role::Writer {
+                    partition: 0,
+                    epoch: None,
+                },
+            }),
+        };
+        send.write_all(&message::encode(&mut BytesMut::new(), &request, &[]))
+            .await
+            .expect("hello");
+        let mut decoder = FrameDecoder::new(1 << 20);
+        let frame = read_frame(&mut recv, &mut decoder)
+            .await
+            .expect("an answer to the Hello");
+        let response = message::decode_response(&frame).expect("decodes");
+        assert_eq!(response.id, 1);
+        let refusal = response.body.expect_err("refused");
+        assert_eq!(
+            refusal,
+            WireError::ProtocolVersion {
+                node: PROTOCOL_VERSION,
+                client: version,
+            }
+        );
+        assert_eq!(
+            ClientError::Storage(refusal).to_string(),
+            format!("protocol version mismatch: node speaks {PROTOCOL_VERSION}, client {version}")
+        );
+        assert!(
+            read_frame(&mut recv, &mut decoder).await.is_none(),
+            "the refused stream ends"
+        );
+    }
+    assert_eq!(
+        node.engine.stats().writer_epoch,
+        0,
+        "no refused client began an epoch"
+    );
+    let client = StorageClient::connect(client_config(&cluster, node.addr))
+        .await
+        .expect("this version connects");
+    put_one(&client, 0, b"k", b"v").await.expect("and writes");
+    drop(client);
+    node.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_that_stops_taking_its_key_log_stream_is_cut_off_and_holds_no_writer_back() {
     const STALL_MS: u64 = 200;
