@@ -209,7 +209,7 @@ async fn exported_entries(
             let mut at = 0;
             while at < frames.len() {
                 let (frame, used) = record::decode_frame(&frames[at..])
-                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                    .map_err(|error| ClientError::KeyLog { partition, error })?;
                 if let Frame::Entries(list) = frame {
                     for entry in list.iter().flatten() {
                         entries.push((partition, entry.key.to_vec(), entry.kind, entry.seq));
