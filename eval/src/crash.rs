@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use compute_node::{Engine, EngineConfig};
+use compute_node::{Engine, EngineConfig, EngineError};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use storage_node::crash_journal::{
@@ -436,7 +436,11 @@ const READ_ATTEMPTS: usize = 3;
 /// Reads `key` for the check, trying a failed read again up to
 /// [`READ_ATTEMPTS`] times in all. A value that reads back wrong is never
 /// tried again: it is the answer.
-fn read_for_check(engine: &Engine, key: &str, round: usize) -> Result<Option<Vec<u8>>, String> {
+fn read_for_check(
+    engine: &Engine,
+    key: &str,
+    round: usize,
+) -> Result<Option<Vec<u8>>, EngineError> {
     let mut attempt = 1;
     loop {
         match engine.get(key.as_bytes()) {
@@ -445,7 +449,7 @@ fn read_for_check(engine: &Engine, key: &str, round: usize) -> Result<Option<Vec
                 eprintln!("round {round}: reading {key} failed ({e}); trying again");
                 attempt += 1;
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e),
         }
     }
 }

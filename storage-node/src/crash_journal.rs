@@ -454,13 +454,14 @@ impl Journal {
     }
 
     /// Checks every key of `keys` with `read` (the key's value, `None` if
-    /// it is missing or deleted, or why the read failed), counts what it
-    /// found, and settles the journal on it: an open batch found applied
-    /// counts as acknowledged from now on, and no batch is open any more.
-    pub fn verify(
+    /// it is missing or deleted, or the reader's error `E` if the read
+    /// failed, which counts as wrong), counts what it found, and settles
+    /// the journal on it: an open batch found applied counts as
+    /// acknowledged from now on, and no batch is open any more.
+    pub fn verify<E: fmt::Display>(
         &mut self,
         keys: impl IntoIterator<Item = String>,
-        mut read: impl FnMut(&str) -> Result<Option<Vec<u8>>, String>,
+        mut read: impl FnMut(&str) -> Result<Option<Vec<u8>>, E>,
     ) -> Outcome {
         let mut outcome = Outcome {
             acknowledged_batches: self.acknowledged_batches,
@@ -763,7 +764,9 @@ mod tests {
 
     fn verify(journal: &mut Journal, store: &HashMap<String, Option<Vec<u8>>>) -> Outcome {
         let keys = ["a", "b", "c", "d"].map(String::from);
-        journal.verify(keys, |key| Ok(store.get(key).cloned().flatten()))
+        journal.verify(keys, |key| {
+            Ok::<_, std::convert::Infallible>(store.get(key).cloned().flatten())
+        })
     }
 
     #[test]
@@ -811,6 +814,31 @@ mod tests {
         assert_eq!(
             (outcome.lost, outcome.resurrected, outcome.wrong),
             (1, 1, 2),
+            "{outcome:?}"
+        );
+        assert!(!outcome.passed());
+    }
+
+    /// What a reader's error is, as a test's reader reports it.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the store did not answer for {0}")]
+    struct NoAnswer(String);
+
+    #[test]
+    fn a_read_that_fails_counts_as_wrong_with_its_error() {
+        let mut journal = journal_with_open_batch();
+        let before = store(&[("a", put(1, 10)), ("b", put(2, 10)), ("c", put(3, 10))]);
+        let keys = ["a", "b", "c", "d"].map(String::from);
+        let outcome = journal.verify(keys, |key| match key {
+            "b" => Err(NoAnswer(key.to_string())),
+            _ => Ok(before.get(key).cloned().flatten()),
+        });
+        assert_eq!((outcome.verified, outcome.wrong), (3, 1), "{outcome:?}");
+        assert!(
+            outcome
+                .failures
+                .iter()
+                .any(|f| f.contains("reading b failed: the store did not answer for b")),
             "{outcome:?}"
         );
         assert!(!outcome.passed());

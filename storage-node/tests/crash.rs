@@ -14,6 +14,7 @@
 
 mod support;
 
+use std::convert::Infallible;
 use std::io::BufReader;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -252,7 +253,9 @@ fn run_round(
     config.gc.interval_ms = 0;
     let engine = StorageEngine::open(config).expect("reopen after kill -9");
     let index = build_index(&engine);
-    let outcome = journal.verify(KEYS.keys(), |key| Ok(get(&engine, &index, key.as_bytes())));
+    let outcome = journal.verify(KEYS.keys(), |key| {
+        Ok::<_, Infallible>(get(&engine, &index, key.as_bytes()))
+    });
     // With the value-log writes hanging, every writer can be stuck in its
     // first batch, waiting for a buffer, before anything is acknowledged:
     // such a round still checks that those batches are whole or absent and
