@@ -1,7 +1,7 @@
 //! What the evaluator drives: SplitKV's engine in this process, or any
 //! Redis-protocol server (SplitKV's compute node, or Redis itself).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use bytes::Bytes;
@@ -81,9 +81,18 @@ impl Store for EngineStore {
     }
 
     fn restart(&mut self) -> Result<u64> {
+        let started = Instant::now();
         drop(self.engine.take());
+        let dropped = started.elapsed();
         let engine = Engine::connect(self.config.clone()).context("reconnecting the engine")?;
+        let connected = started.elapsed();
         let keys = engine.len();
+        eprintln!(
+            "restart: engine dropped in {} ms, the new one connected and rebuilt in {} ms (rebuild {} ms)",
+            dropped.as_millis(),
+            (connected - dropped).as_millis(),
+            engine.stats().rebuild_ms
+        );
         self.engine = Some(engine);
         Ok(keys)
     }
