@@ -36,11 +36,6 @@ use crate::readers::ReadersStore;
 use crate::run::RunShape;
 use crate::store::{EngineStore, RespStore, Store};
 
-/// The allocator: mimalloc, as the compute node's binary has, so that the
-/// in-process engine is measured with the allocator it is served with.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// SplitKV's evaluator.
 #[derive(Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]

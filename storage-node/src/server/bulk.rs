@@ -9,6 +9,7 @@ use bytes::{Bytes, BytesMut};
 use splitkv_common::frame::FrameDecoder;
 use splitkv_common::message::{self, RequestBody, Response, ResponseBody, WireError};
 
+use super::buffer_pool::BufferPool;
 use super::context::{ServerContext, encode_response};
 use super::stream::{CloseReason, close_for, next_frame};
 use crate::ExportCursor;
@@ -17,6 +18,13 @@ use crate::ExportCursor;
 const EXPORT_CHUNK_BYTES: usize = 1 << 20;
 /// An export buffer's capacity: a chunk and the frame that crosses its end.
 const EXPORT_BUFFER_BYTES: usize = EXPORT_CHUNK_BYTES + 4096;
+/// Idle export buffers kept for the next chunks (of any stream).
+const EXPORT_BUFFERS_KEPT: usize = 16;
+
+/// The pool the key-log exports take their chunks' buffers from.
+pub(super) fn export_buffer_pool() -> BufferPool {
+    BufferPool::new(EXPORT_BUFFER_BYTES, EXPORT_BUFFERS_KEPT)
+}
 
 /// Serves one bulk stream; closes the connection if the peer breaks the
 /// protocol on it.
@@ -194,7 +202,7 @@ async fn stream_keylog(
     let mut sent_cost = 0;
     let mut caught_up_told = false;
     let mut scratch = BytesMut::new();
-    let mut export_buffer = Vec::with_capacity(EXPORT_BUFFER_BYTES);
+    let mut export_buffer = context.export_buffers.take();
     loop {
         if let Some(reports) = &mut reports {
             while sent_cost - reports.taken_cost > message::FOLLOW_WINDOW_BYTES {
@@ -240,8 +248,8 @@ async fn stream_keylog(
             }
         };
         let frames = if buffer.len() >= EXPORT_CHUNK_BYTES / 2 {
-            export_buffer = Vec::with_capacity(EXPORT_BUFFER_BYTES);
-            Bytes::from(buffer)
+            export_buffer = context.export_buffers.take();
+            context.export_buffers.share(buffer)
         } else {
             export_buffer = buffer;
             Bytes::copy_from_slice(&export_buffer)

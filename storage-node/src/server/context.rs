@@ -9,6 +9,7 @@ use bytes::{Bytes, BytesMut};
 use splitkv_common::message::{self, Response, ResponseBody, WireError};
 use tokio::sync::Semaphore;
 
+use super::buffer_pool::BufferPool;
 use crate::StorageEngine;
 
 /// Most blocking disk reads (point reads, range reads, key-log exports)
@@ -28,6 +29,8 @@ pub(crate) struct ServerContext {
     pub(crate) stalled_streams_closed: AtomicU64,
     /// [`MAX_CONCURRENT_DISK_READS`] permits.
     pub(crate) disk_reads: Arc<Semaphore>,
+    /// Key-log export chunks' buffers, used again.
+    pub(crate) export_buffers: Arc<BufferPool>,
 }
 
 impl ServerContext {

@@ -24,6 +24,7 @@
 //! one) to `reads`; all of them share `context`, `answer` and `stream`.
 
 mod answer;
+mod buffer_pool;
 mod bulk;
 mod context;
 mod convert;
@@ -107,6 +108,7 @@ impl Server {
                 follow_stall_ms: config.follow_stall_ms,
                 stalled_streams_closed: AtomicU64::new(0),
                 disk_reads: Arc::new(Semaphore::new(MAX_CONCURRENT_DISK_READS)),
+                export_buffers: Arc::new(bulk::export_buffer_pool()),
             }),
         })
     }
