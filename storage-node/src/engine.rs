@@ -453,7 +453,7 @@ impl StorageEngine {
     pub fn begin_writer_epoch(&self) -> Result<u64> {
         let file = self.epoch_file.lock();
         let next = self.node.writer_epoch() + 1;
-        file.store(next)?;
+        file.store(next, self.node.durability)?;
         self.node.set_writer_epoch(next);
         for partition in &self.partitions {
             partition.fence_barrier();

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::StorageConfig;
+use crate::config::{Durability, StorageConfig};
 use crate::dir_lock::LOCK;
 use crate::disk::{Disk, DiskFile, FileKind};
 use crate::error::{InvalidManifest, ManifestError, Result, StorageError};
@@ -189,8 +189,9 @@ fn read_small(file: &dyn DiskFile) -> std::io::Result<String> {
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
 }
 
-/// The durable writer epoch: each new writer takes a higher one, and writes
-/// from holders of a lower one are refused.
+/// The stored writer epoch: each new writer takes a higher one, and writes
+/// from holders of a lower one are refused. A new epoch is stored as
+/// durably as an acknowledged write ([`EpochFile::store`]).
 pub struct EpochFile {
     path: PathBuf,
     file: Arc<dyn DiskFile>,
@@ -224,15 +225,24 @@ impl EpochFile {
         Ok((Self { path, file }, epoch))
     }
 
-    /// Stores `epoch` durably before returning.
-    pub fn store(&self, epoch: u64) -> Result<()> {
+    /// Stores `epoch` before returning, as durably as `durability` makes an
+    /// acknowledged write: in the page cache for [`Durability::Mmap`]
+    /// (it survives a crash or `kill -9` of the process, not a power loss,
+    /// after which an older writer could be let in again as writes
+    /// acknowledged since may be gone), on the device for
+    /// [`Durability::Sync`]. The sync waits for every write the device
+    /// holds, which after a large load can take hundreds of milliseconds.
+    pub fn store(&self, epoch: u64, durability: Durability) -> Result<()> {
         let mut raw = [0u8; 12];
         raw[..8].copy_from_slice(&epoch.to_le_bytes());
         let crc = crc32c::crc32c(&raw[..8]);
         raw[8..].copy_from_slice(&crc.to_le_bytes());
         self.file
             .write_at(&raw, 0)
-            .and_then(|()| self.file.sync_data())
+            .and_then(|()| match durability {
+                Durability::Mmap => Ok(()),
+                Durability::Sync => self.file.sync_data(),
+            })
             .map_err(|e| StorageError::io(format!("writing {}", self.path.display()), e))
     }
 }

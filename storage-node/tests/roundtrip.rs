@@ -8,9 +8,10 @@ use std::process::Command;
 use std::sync::atomic::Ordering;
 
 use storage_node::{
-    ExportCursor, StorageConfig, StorageEngine, StorageError, WireError, WriteAck, WriteOp,
+    Durability, ExportCursor, StorageConfig, StorageEngine, StorageError, WireError, WriteAck,
+    WriteOp,
 };
-use support::faults::{FaultDisk, FaultPlan};
+use support::faults::{FaultDisk, FaultPlan, Files, Op};
 use support::{build_index, get, small_config, value_for};
 
 fn open(dir: &std::path::Path) -> StorageEngine {
@@ -582,6 +583,35 @@ fn this_process_holder_record() -> String {
         .expect("field 22")
         .to_string();
     format!("pid {} start {start}", std::process::id())
+}
+
+#[test]
+fn a_new_writer_epoch_is_synced_as_durably_as_an_acknowledged_write() {
+    for (durability, syncs) in [(Durability::Mmap, 0), (Durability::Sync, 1)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plan = FaultPlan::new();
+        let mut config = small_config(dir.path(), 2);
+        config.durability = durability;
+        let epoch = {
+            let engine =
+                StorageEngine::open_with_disk(config.clone(), FaultDisk::new(plan.clone()))
+                    .expect("open");
+            let before = plan.succeeded(Op::SyncData, Files::Named("EPOCH"));
+            let epoch = engine.begin_writer_epoch().expect("epoch");
+            assert_eq!(
+                plan.succeeded(Op::SyncData, Files::Named("EPOCH")) - before,
+                syncs,
+                "{durability:?}: syncs of the epoch file for a new writer"
+            );
+            epoch
+        };
+        let engine = StorageEngine::open(config).expect("reopen");
+        assert_eq!(
+            engine.writer_epoch(),
+            epoch,
+            "{durability:?}: the epoch outlives the process that granted it"
+        );
+    }
 }
 
 #[test]

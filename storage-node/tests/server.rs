@@ -560,12 +560,17 @@ async fn raw_connection(cluster: &Cluster, addr: SocketAddr) -> quinn::Connectio
         .expect("handshake")
 }
 
-async fn hello(conn: &quinn::Connection) -> (quinn::SendStream, quinn::RecvStream, FrameDecoder) {
-    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+/// Opens a control stream on `conn` and sends a writer's `Hello` of
+/// protocol version `protocol` for partition 0.
+async fn send_hello(
+    conn: &quinn::Connection,
+    protocol: u32,
+) -> (quinn::SendStream, quinn::RecvStream) {
+    let (mut send, recv) = conn.open_bi().await.expect("stream");
     let request = Request {
         id: 1,
         body: RequestBody::Hello(Hello {
-            protocol: PROTOCOL_VERSION,
+            protocol,
             role: Role::Writer {
                 partition: 0,
                 epoch: None,
@@ -575,6 +580,11 @@ async fn hello(conn: &quinn::Connection) -> (quinn::SendStream, quinn::RecvStrea
     send.write_all(&message::encode(&mut BytesMut::new(), &request, &[]))
         .await
         .expect("hello");
+    (send, recv)
+}
+
+async fn hello(conn: &quinn::Connection) -> (quinn::SendStream, quinn::RecvStream, FrameDecoder) {
+    let (send, mut recv) = send_hello(conn, PROTOCOL_VERSION).await;
     let mut decoder = FrameDecoder::new(64 << 20);
     let frame = read_frame(&mut recv, &mut decoder).await.expect("welcome");
     let response = message::decode_response(&frame).expect("response");
@@ -771,20 +781,7 @@ async fn a_client_of_another_protocol_version_is_told_so_and_granted_nothing() {
     let node = Node::start(&cluster.data, &cluster.certs, any_port()).await;
     for version in [PROTOCOL_VERSION - 1, PROTOCOL_VERSION + 1] {
         let conn = raw_connection(&cluster, node.addr).await;
-        let (mut send, mut recv) = conn.open_bi().await.expect("stream");
-        let request = Request {
-            id: 1,
-            body: RequestBody::Hello(Hello {
-                protocol: version,
-                role: Role::Writer {
-                    partition: 0,
-                    epoch: None,
-                },
-            }),
-        };
-        send.write_all(&message::encode(&mut BytesMut::new(), &request, &[]))
-            .await
-            .expect("hello");
+        let (_send, mut recv) = send_hello(&conn, version).await;
         let mut decoder = FrameDecoder::new(1 << 20);
         let frame = read_frame(&mut recv, &mut decoder)
             .await
