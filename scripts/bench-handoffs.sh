@@ -23,31 +23,10 @@ need_free_mib "$work" 1024
 
 cargo build --release -q -p storage-node -p compute-node
 bin=target/release
-pids=()
-cleanup() {
-  local status=$?
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  remove_own_work "$status"
-}
-trap cleanup EXIT
+trap stop_started EXIT
 
-$bin/storage-node gen-certs --out "$work/certs" >/dev/null
-RUST_LOG=warn $bin/storage-node serve --listen 127.0.0.1:17300 --data-dir "$work/data" \
-  --certs "$work/certs/storage" 2>>"$work/storage.log" &
-storage_pid=$!
-pids+=("$storage_pid")
-RUST_LOG=warn $bin/compute-node serve --storage localhost:17300 --certs "$work/certs/compute" \
-  --listen 127.0.0.1:16680 2>>"$work/compute.log" &
-compute_pid=$!
-pids+=("$compute_pid")
-mkdir -p "$work/redis"
-redis-server --port 16690 --bind 127.0.0.1 --dir "$work/redis" --appendonly yes \
-  --appendfsync everysec --save '' >"$work/redis.log" 2>&1 &
-redis_pid=$!
-pids+=("$redis_pid")
-wait_for "compute-node serve on 127.0.0.1:16680 (see $work/compute.log)" 30 redis-cli -p 16680 ping
-wait_for "redis-server on 127.0.0.1:16690 (see $work/redis.log)" 30 redis-cli -p 16690 ping
+start_splitkv 17300 16680
+start_redis 16690
 
 # switches PID: "voluntary involuntary" summed over the process's threads.
 switches() {

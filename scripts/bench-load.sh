@@ -16,32 +16,12 @@ need redis-server redis-server redis-benchmark redis-tools redis-cli redis-tools
 
 cargo build --release -q -p storage-node -p compute-node
 bin=target/release
-pids=()
-cleanup() {
-  local status=$?
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  remove_own_work "$status"
-}
-trap cleanup EXIT
+trap stop_started EXIT
 ulimit -n 20000
 
-$bin/storage-node gen-certs --out "$work/certs" >/dev/null
-RUST_LOG=warn $bin/storage-node serve --listen 127.0.0.1:17100 --data-dir "$work/data" \
-  --certs "$work/certs/storage" 2>"$work/storage.log" &
-storage=$!
-pids+=("$storage")
-RUST_LOG=warn $bin/compute-node serve --storage localhost:17100 --certs "$work/certs/compute" \
-  --listen 127.0.0.1:16480 2>"$work/compute.log" &
-compute=$!
-pids+=("$compute")
-mkdir -p "$work/redis"
-redis-server --port 16490 --bind 127.0.0.1 --dir "$work/redis" --appendonly yes \
-  --appendfsync everysec --save '' --maxclients 10000 >"$work/redis.log" 2>&1 &
-redis=$!
-pids+=("$redis")
-wait_for "compute-node serve on 127.0.0.1:16480 (see $work/compute.log)" 30 redis-cli -p 16480 ping
-wait_for "redis-server on 127.0.0.1:16490 (see $work/redis.log)" 30 redis-cli -p 16490 ping
+start_splitkv 17100 16480
+start_redis 16490 --maxclients 10000
+storage=$storage_pid compute=$compute_pid redis=$redis_pid
 
 # rss_kib PID FIELD: the field (VmRSS, VmHWM) of /proc/PID/status in KiB.
 rss_kib() { awk -v f="$2:" '$1==f{print $2}' "/proc/$1/status"; }
@@ -53,7 +33,7 @@ rss_kib() { awk -v f="$2:" '$1==f{print $2}' "/proc/$1/status"; }
     sleep 0.1
   done
 ) >"$work/rss.tsv" 2>/dev/null &
-pids+=($!)
+started+=($!)
 
 for target in splitkv:16480 redis:16490; do
   name=${target%:*} port=${target#*:}

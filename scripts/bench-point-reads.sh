@@ -15,23 +15,9 @@ need redis-benchmark redis-tools redis-cli redis-tools
 
 cargo build --release -q -p storage-node -p compute-node
 bin=target/release
-pids=()
-cleanup() {
-  local status=$?
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  remove_own_work "$status"
-}
-trap cleanup EXIT
+trap stop_started EXIT
 
-$bin/storage-node gen-certs --out "$work/certs" >/dev/null
-RUST_LOG=warn $bin/storage-node serve --listen 127.0.0.1:17200 --data-dir "$work/data" \
-  --certs "$work/certs/storage" 2>"$work/storage.log" &
-pids+=($!)
-RUST_LOG=warn $bin/compute-node serve --storage localhost:17200 --certs "$work/certs/compute" \
-  --listen 127.0.0.1:16580 --cache-bytes 0 2>"$work/compute.log" &
-pids+=($!)
-wait_for "compute-node serve on 127.0.0.1:16580 (see $work/compute.log)" 30 redis-cli -p 16580 ping
+start_splitkv 17200 16580 --cache-bytes 0
 
 redis-benchmark -p 16580 -t set -d 4096 -c 16 -P 16 -r 100000 -n 400000 -q >/dev/null
 ops() {

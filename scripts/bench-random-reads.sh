@@ -21,28 +21,10 @@ keys=$((2 * cache_mib * 1024 * 1024 / value_bytes))
 
 cargo build --release -q -p storage-node -p compute-node -p eval
 bin=target/release
-pids=()
-cleanup() {
-  local status=$?
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  remove_own_work "$status"
-}
-trap cleanup EXIT
+trap stop_started EXIT
 
-$bin/storage-node gen-certs --out "$work/certs" >/dev/null
-RUST_LOG=warn $bin/storage-node serve --listen 127.0.0.1:17300 --data-dir "$work/data" \
-  --certs "$work/certs/storage" 2>"$work/storage.log" &
-pids+=($!)
-RUST_LOG=warn $bin/compute-node serve --storage localhost:17300 --certs "$work/certs/compute" \
-  --listen 127.0.0.1:16680 --cache-bytes $((cache_mib << 20)) 2>"$work/compute.log" &
-pids+=($!)
-mkdir -p "$work/redis"
-redis-server --port 16690 --bind 127.0.0.1 --dir "$work/redis" --appendonly yes \
-  --appendfsync everysec --save '' >"$work/redis.log" 2>&1 &
-pids+=($!)
-wait_for "compute-node serve on 127.0.0.1:16680 (see $work/compute.log)" 30 redis-cli -p 16680 ping
-wait_for "redis-server on 127.0.0.1:16690 (see $work/redis.log)" 30 redis-cli -p 16690 ping
+start_splitkv 17300 16680 --cache-bytes $((cache_mib << 20))
+start_redis 16690
 
 reads() {
   local name=$1 port=$2

@@ -77,3 +77,51 @@ need_free_mib() {
     exit 1
   fi
 }
+
+# Processes started by start_splitkv and start_redis (and any a script adds
+# to `started`), stopped by stop_started.
+started=()
+
+# stop_started: the EXIT trap of a script that starts servers: stops every
+# process in `started` and hands the exit status to remove_own_work.
+stop_started() {
+  local status=$?
+  for p in "${started[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  remove_own_work "$status"
+}
+
+# start_splitkv STORAGE_PORT RESP_PORT [COMPUTE_ARG ...]: starts a storage
+# node on a fresh data directory under $work (certificates made once) and a
+# compute node serving RESP on RESP_PORT in front of it, with the extra
+# arguments; waits until it answers. Sets storage_pid and compute_pid; logs
+# go to $work/storage.log and $work/compute.log. Uses $bin.
+start_splitkv() {
+  local storage_port=$1 resp_port=$2
+  shift 2
+  [ -d "$work/certs" ] || "$bin/storage-node" gen-certs --out "$work/certs" >/dev/null
+  RUST_LOG=warn "$bin/storage-node" serve --listen "127.0.0.1:$storage_port" \
+    --data-dir "$work/data" --certs "$work/certs/storage" 2>>"$work/storage.log" &
+  storage_pid=$!
+  started+=("$storage_pid")
+  RUST_LOG=warn "$bin/compute-node" serve --storage "localhost:$storage_port" \
+    --certs "$work/certs/compute" --listen "127.0.0.1:$resp_port" "$@" 2>>"$work/compute.log" &
+  compute_pid=$!
+  started+=("$compute_pid")
+  wait_for "compute-node serve on 127.0.0.1:$resp_port (see $work/compute.log)" 30 \
+    redis-cli -p "$resp_port" ping
+}
+
+# start_redis PORT [ARG ...]: starts redis-server with AOF (everysec) in
+# $work/redis, with the extra arguments; waits until it answers. Sets
+# redis_pid; its log is $work/redis.log.
+start_redis() {
+  local port=$1
+  shift
+  mkdir -p "$work/redis"
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$work/redis" --appendonly yes \
+    --appendfsync everysec --save '' "$@" >"$work/redis.log" 2>&1 &
+  redis_pid=$!
+  started+=("$redis_pid")
+  wait_for "redis-server on 127.0.0.1:$port (see $work/redis.log)" 30 redis-cli -p "$port" ping
+}

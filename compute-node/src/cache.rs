@@ -63,6 +63,39 @@ impl quick_cache::Weighter<u64, Cached> for ByBytes {
     }
 }
 
+/// Hashes an entry's key, already a hash of the caller's key, as it is:
+/// hashing it again would only spend time.
+#[derive(Clone, Copy, Default)]
+struct KeyHashAsIs;
+
+impl std::hash::BuildHasher for KeyHashAsIs {
+    type Hasher = HashAsIs;
+
+    fn build_hasher(&self) -> HashAsIs {
+        HashAsIs(0)
+    }
+}
+
+/// The hasher of [`KeyHashAsIs`]: the last `u64` written is the hash.
+struct HashAsIs(u64);
+
+impl std::hash::Hasher for HashAsIs {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed here; fold anything else in anyway.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
 /// The cache's counters, as [`ValueCache::stats`] reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -83,7 +116,7 @@ pub struct CacheStats {
 pub struct ValueCache<S = hashbrown::DefaultHashBuilder> {
     /// `None` when the configured size is 0 (no cache). Keyed by the
     /// key's hash under `hasher`.
-    cache: Option<Cache<u64, Cached, ByBytes>>,
+    cache: Option<Cache<u64, Cached, ByBytes, KeyHashAsIs>>,
     hasher: S,
     capacity_bytes: u64,
     hits: AtomicU64,
@@ -103,7 +136,13 @@ impl<S: BuildHasher> ValueCache<S> {
     pub fn with_hasher(capacity_bytes: u64, hasher: S) -> Self {
         let cache = (capacity_bytes > 0).then(|| {
             let items = (capacity_bytes / (EXPECTED_VALUE_BYTES + ENTRY_OVERHEAD_BYTES)).max(16);
-            Cache::with_weighter(items as usize, capacity_bytes, ByBytes)
+            Cache::with(
+                items as usize,
+                capacity_bytes,
+                ByBytes,
+                KeyHashAsIs,
+                Default::default(),
+            )
         });
         Self {
             cache,
