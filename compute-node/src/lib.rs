@@ -8,6 +8,7 @@ mod batch_gate;
 mod cache;
 mod coalesce;
 pub mod config;
+pub mod datatypes;
 mod engine;
 pub mod error;
 pub mod expiry;

@@ -93,6 +93,7 @@ pub async fn serve(
         commands_processed: std::sync::atomic::AtomicU64::new(0),
         exec_gate: tokio::sync::RwLock::new(()),
         key_locks: commands::KeyLocks::default(),
+        encoding_limits: Default::default(),
     });
     tokio::pin!(shutdown);
     loop {

@@ -8,7 +8,7 @@ use std::ffi::c_int;
 
 use bytes::Bytes;
 
-use super::{KeyWrite, RespClient, engine_error, parse_i64};
+use super::{RespClient, fail, parse_i64, put_string_expiring};
 use crate::resp::reply::Replies;
 
 /// The longest text INCRBYFLOAT prints or reads (Redis's
@@ -35,13 +35,13 @@ unsafe extern "C" {
 
 /// Why INCRBYFLOAT refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FloatRefusal {
+pub(super) enum FloatRefusal {
     NotAFloat,
     NanOrInfinity,
 }
 
 impl FloatRefusal {
-    fn text(self) -> &'static str {
+    pub(super) fn text(self) -> &'static str {
         match self {
             FloatRefusal::NotAFloat => "ERR value is not a valid float",
             FloatRefusal::NanOrInfinity => "ERR increment would produce NaN or Infinity",
@@ -51,7 +51,7 @@ impl FloatRefusal {
 
 /// `current` (absent: 0) plus `incr`, as Redis's INCRBYFLOAT computes and
 /// prints it.
-fn add_float(current: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, FloatRefusal> {
+pub(super) fn add_float(current: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, FloatRefusal> {
     let mut out = vec![0u8; LONG_DOUBLE_CHARS];
     let mut len = 0usize;
     let (current_ptr, current_len) =
@@ -119,7 +119,7 @@ impl RespClient<'_> {
         let (current, expire_at_ms) = match self.entry(key).await {
             Ok(Some((current, at))) => (Some(current), at),
             Ok(None) => (None, 0),
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
         };
         let value = match current.as_deref().map(parse_i64) {
             None => 0,
@@ -131,10 +131,10 @@ impl RespClient<'_> {
             Err(text) => return out.error(text),
         };
         let written = Bytes::from(sum.to_string());
-        let write = KeyWrite::put_expiring(key.clone(), written, expire_at_ms);
+        let write = put_string_expiring(key.clone(), written, expire_at_ms);
         match self.write(vec![write]).await {
             Ok(()) => out.integer(sum),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -146,16 +146,16 @@ impl RespClient<'_> {
         let (current, expire_at_ms) = match self.entry(key).await {
             Ok(Some((current, at))) => (Some(current), at),
             Ok(None) => (None, 0),
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
         };
         let sum = match add_float(current.as_deref(), &cmd[2]) {
             Ok(sum) => Bytes::from(sum),
             Err(refusal) => return out.error(refusal.text()),
         };
-        let write = KeyWrite::put_expiring(key.clone(), sum.clone(), expire_at_ms);
+        let write = put_string_expiring(key.clone(), sum.clone(), expire_at_ms);
         match self.write(vec![write]).await {
             Ok(()) => out.bulk(&sum),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 }

@@ -6,7 +6,8 @@
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
 
-use super::{KeyWrite, RespClient, engine_error, parse_i64};
+use super::{KeyWrite, RespClient, fail, parse_i64};
+use crate::datatypes::DataType;
 use crate::resp::glob;
 use crate::resp::reply::Replies;
 
@@ -32,7 +33,7 @@ const KEYS_WRITE_CHUNK: usize = 1024;
 /// optional sign then decimal digits, up to the first NUL byte; a
 /// negative number wraps around; no leading space; the empty string is 0;
 /// anything else, or a value past `u64::MAX`, is `None`.
-fn parse_cursor(arg: &[u8]) -> Option<u64> {
+pub(super) fn parse_cursor(arg: &[u8]) -> Option<u64> {
     let text = arg.split(|&b| b == 0).next().unwrap_or_default();
     if text.is_empty() {
         return Some(0);
@@ -70,7 +71,7 @@ impl RespClient<'_> {
         if removed > 0
             && let Err(e) = self.write(deletes).await
         {
-            return engine_error(out, &e);
+            return fail(out, &e);
         }
         out.integer(removed);
     }
@@ -93,7 +94,7 @@ impl RespClient<'_> {
         }
         match self.engine.clear_all_async(self.partition).await {
             Ok(()) => out.simple("OK"),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -104,23 +105,23 @@ impl RespClient<'_> {
         out.integer(count as i64);
     }
 
-    /// TYPE key: every value is a string.
-    pub(super) fn key_type(&self, cmd: &[Bytes], out: &mut Replies) {
-        out.simple(if self.key_exists(&cmd[1]) {
-            "string"
-        } else {
-            "none"
-        });
+    /// TYPE key: `string`, `hash`, `list`, `set`, `zset`, or `none`.
+    pub(super) async fn key_type(&self, cmd: &[Bytes], out: &mut Replies) {
+        match self.stored_entry(&cmd[1]).await {
+            Ok(Some((stored, _))) => out.simple(DataType::of(&stored).name()),
+            Ok(None) => out.simple("none"),
+            Err(e) => fail(out, &e),
+        }
     }
 
     /// RENAME / RENAMENX: the value (and its expiry) is put under `to` and
     /// `from` deleted, as one unit.
     pub(super) async fn rename(&mut self, cmd: &[Bytes], only_new: bool, out: &mut Replies) {
         let (from, to) = (&cmd[1], &cmd[2]);
-        let (value, expire_at_ms) = match self.entry(from).await {
+        let (value, expire_at_ms) = match self.stored_entry(from).await {
             Ok(Some(entry)) => entry,
             Ok(None) => return out.error("ERR no such key"),
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
         };
         if from == to {
             return if only_new {
@@ -137,7 +138,7 @@ impl RespClient<'_> {
             KeyWrite::delete(from.clone()),
         ];
         if let Err(e) = self.write(ops).await {
-            return engine_error(out, &e);
+            return fail(out, &e);
         }
         if only_new {
             out.integer(1);
@@ -170,10 +171,10 @@ impl RespClient<'_> {
         if from == to {
             return out.error("ERR source and destination objects are the same");
         }
-        let (value, expire_at_ms) = match self.entry(from).await {
+        let (value, expire_at_ms) = match self.stored_entry(from).await {
             Ok(Some(entry)) => entry,
             Ok(None) => return out.integer(0),
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
         };
         if !replace && self.key_exists(to) {
             return out.integer(0);
@@ -181,22 +182,22 @@ impl RespClient<'_> {
         let write = KeyWrite::put_expiring(to.clone(), value, expire_at_ms);
         match self.write(vec![write]).await {
             Ok(()) => out.integer(1),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
     /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]: one step of
     /// the index walk, answered `[next cursor, [keys...]]`. Checked as
-    /// Redis checks it: the cursor, then each option in turn. Every value
-    /// is a string, so TYPE other than `string` returns no key (the walk
-    /// still goes on).
-    pub(super) fn scan(&self, cmd: &[Bytes], out: &mut Replies) {
+    /// Redis checks it: the cursor, then each option in turn. With TYPE,
+    /// the keys the step found are read to keep those of that type (a
+    /// type no key can have keeps none; the walk still goes on).
+    pub(super) async fn scan(&self, cmd: &[Bytes], out: &mut Replies) {
         let Some(cursor) = parse_cursor(&cmd[1]) else {
             return out.error("ERR invalid cursor");
         };
         let mut count = SCAN_DEFAULT_COUNT;
         let mut pattern: Option<&[u8]> = None;
-        let mut strings = true;
+        let mut wanted_type: Option<&[u8]> = None;
         let mut j = 2;
         while j < cmd.len() {
             let (option, value) = (&cmd[j], cmd.get(j + 1));
@@ -210,7 +211,7 @@ impl RespClient<'_> {
                     pattern = (&value[..] != b"*").then_some(&value[..]);
                 }
                 Some(value) if option.eq_ignore_ascii_case(b"type") => {
-                    strings = value.eq_ignore_ascii_case(b"string");
+                    wanted_type = Some(&value[..]);
                 }
                 _ => return out.error("ERR syntax error"),
             }
@@ -222,11 +223,26 @@ impl RespClient<'_> {
             0
         } else {
             self.scan_step(cursor, count, |key| {
-                if strings && pattern.is_none_or(|p| glob::matches(p, key, false)) {
+                if pattern.is_none_or(|p| glob::matches(p, key, false)) {
                     keys.push(key.to_vec());
                 }
             })
         };
+        if let Some(wanted) = wanted_type {
+            let mut kept = Vec::with_capacity(keys.len());
+            for key in keys {
+                match self.stored_entry(&key).await {
+                    Ok(Some((stored, _)))
+                        if wanted.eq_ignore_ascii_case(DataType::of(&stored).name().as_bytes()) =>
+                    {
+                        kept.push(key);
+                    }
+                    Ok(_) => {}
+                    Err(e) => return fail(out, &e),
+                }
+            }
+            keys = kept;
+        }
         out.array(2);
         out.bulk(next.to_string().as_bytes());
         out.array(keys.len());

@@ -24,9 +24,11 @@
 //! (EXPIRE, TTL, PERSIST and their kin) and `transaction` (MULTI, EXEC,
 //! DISCARD, WATCH).
 
+mod collections;
 mod connection;
 mod counters;
 mod expiry_args;
+mod hashes;
 mod key_locks;
 mod keyspace;
 mod overlay;
@@ -46,6 +48,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::clients::{ClientEntry, ClientRegistry};
 use super::reply::{ErrorReply, Replies};
 use super::table::{CommandInfo, Kind, lookup};
+use crate::datatypes::{DecodeError, WRONG_TYPE, stored_string, string_of};
 use crate::{Engine, EngineError, expiry};
 use expiry_args::TimeUnit;
 pub use key_locks::KeyLocks;
@@ -116,6 +119,9 @@ pub struct ServerState {
     /// The per-key stripes that make read-modify-write commands atomic per
     /// key (see [`KeyLocks`]).
     pub key_locks: KeyLocks,
+    /// The thresholds at which collections leave their compact encodings
+    /// (CONFIG SET `hash-max-listpack-entries` and the rest).
+    pub encoding_limits: parking_lot::RwLock<crate::datatypes::EncodingLimits>,
 }
 
 /// One RESP client's state.
@@ -143,19 +149,77 @@ pub struct RespClient<'a> {
     overlay: Option<Overlay>,
 }
 
-fn engine_error(out: &mut Replies, err: &EngineError) {
-    if matches!(err, EngineError::ReadOnly) {
-        out.error(replication::READ_ONLY_REPLICA);
-        return;
+/// Why a command failed: the storage round trip, or the key's value.
+#[derive(Debug)]
+pub(super) enum CommandError {
+    /// The engine could not read or write.
+    Engine(EngineError),
+    /// The key holds a value of another type.
+    WrongType,
+    /// The key's stored value does not parse.
+    Corrupt(DecodeError),
+}
+
+impl From<EngineError> for CommandError {
+    fn from(err: EngineError) -> Self {
+        CommandError::Engine(err)
     }
-    match err.wire() {
-        Some(WireError::Fenced { .. }) => {
-            out.error("READONLY this compute node was fenced by a newer writer; it can only read")
+}
+
+impl From<DecodeError> for CommandError {
+    fn from(err: DecodeError) -> Self {
+        CommandError::Corrupt(err)
+    }
+}
+
+/// An error a command answers with.
+pub(super) trait AnswerError {
+    /// Answers the error into `out`, worded as Redis words it.
+    fn answer(&self, out: &mut Replies);
+}
+
+impl AnswerError for EngineError {
+    fn answer(&self, out: &mut Replies) {
+        if matches!(self, EngineError::ReadOnly) {
+            out.error(replication::READ_ONLY_REPLICA);
+            return;
         }
-        Some(WireError::NotAWriter) => out.error(replication::READ_ONLY_REPLICA),
-        Some(WireError::TooLarge { .. } | WireError::EmptyKey) => out.error(&format!("ERR {err}")),
-        _ => out.error(&format!("ERR storage: {err}")),
+        match self.wire() {
+            Some(WireError::Fenced { .. }) => out
+                .error("READONLY this compute node was fenced by a newer writer; it can only read"),
+            Some(WireError::NotAWriter) => out.error(replication::READ_ONLY_REPLICA),
+            Some(WireError::TooLarge { .. } | WireError::EmptyKey) => {
+                out.error(&format!("ERR {self}"))
+            }
+            _ => out.error(&format!("ERR storage: {self}")),
+        }
     }
+}
+
+impl AnswerError for CommandError {
+    fn answer(&self, out: &mut Replies) {
+        match self {
+            CommandError::Engine(err) => err.answer(out),
+            CommandError::WrongType => out.error(WRONG_TYPE),
+            CommandError::Corrupt(err) => out.error(&format!("ERR {err}")),
+        }
+    }
+}
+
+/// Answers `err`.
+fn fail(out: &mut Replies, err: &impl AnswerError) {
+    err.answer(out);
+}
+
+/// A put of the string `value` under `key`, never expiring.
+fn put_string(key: Bytes, value: Bytes) -> KeyWrite {
+    KeyWrite::put(key, stored_string(value))
+}
+
+/// A put of the string `value` under `key`, expiring at `expire_at_ms`
+/// (absolute Unix milliseconds, 0 for never).
+fn put_string_expiring(key: Bytes, value: Bytes, expire_at_ms: u64) -> KeyWrite {
+    KeyWrite::put_expiring(key, stored_string(value), expire_at_ms)
 }
 
 /// Writes `out` to `writer` once it holds [`FLUSH_BYTES`] or more.
@@ -356,7 +420,7 @@ impl<'a> RespClient<'a> {
                     i = gets.end;
                     let keys: Vec<&[u8]> = batch[gets].iter().map(|cmd| &cmd[1][..]).collect();
                     let _gate = self.shared.exec_gate.read().await;
-                    self.get_run(&keys, out).await;
+                    self.get_run(&keys, false, out).await;
                 } else {
                     if self.one(&batch[i], out, writer).await? == Flow::Close {
                         return Ok(Flow::Close);
@@ -379,24 +443,29 @@ impl<'a> RespClient<'a> {
         run: impl ExactSizeIterator<Item = &'c [Bytes]>,
         out: &mut Replies,
     ) {
-        let pairs = run.map(|cmd| (cmd[1].clone(), cmd[2].clone())).collect();
+        let pairs = run
+            .map(|cmd| (cmd[1].clone(), stored_string(cmd[2].clone())))
+            .collect();
         for result in self.engine.put_each_async(self.partition, pairs).await {
             match result {
                 Ok(()) => out.simple("OK"),
-                Err(e) => engine_error(out, &e),
+                Err(e) => fail(out, &e),
             }
         }
     }
 
-    /// Answers each of `keys` as a GET does: one round trip for what the
-    /// windows do not hold; one key's failure fails only its reply. Inside
-    /// EXEC the transaction's own writes are seen.
-    async fn get_run(&self, keys: &[&[u8]], out: &mut Replies) {
+    /// Answers each of `keys` as a GET does (or as MGET does, with
+    /// `collection_is_null`: a key holding a collection answers null
+    /// instead of WRONGTYPE): one round trip for what the windows do not
+    /// hold; one key's failure fails only its reply. Inside EXEC the
+    /// transaction's own writes are seen.
+    async fn get_run(&self, keys: &[&[u8]], collection_is_null: bool, out: &mut Replies) {
         if self.overlay.is_some() {
             for key in keys {
                 match self.value(key).await {
                     Ok(value) => out.bulk_or_null(value.as_deref()),
-                    Err(e) => engine_error(out, &e),
+                    Err(CommandError::WrongType) if collection_is_null => out.null(),
+                    Err(e) => fail(out, &e),
                 }
             }
             return;
@@ -404,11 +473,24 @@ impl<'a> RespClient<'a> {
         // ServerState values leave the reply buffer: only replies that cannot be
         // cut off again (CLIENT REPLY OFF or SKIP) may share them.
         let share = self.reply_mode == ReplyMode::On;
-        for value in self.engine.get_each_async(keys).await {
-            match value {
-                Ok(value) if share => out.bulk_shared_or_null(value.as_ref()),
-                Ok(value) => out.bulk_or_null(value.as_deref()),
-                Err(e) => engine_error(out, &e),
+        for stored in self.engine.get_each_async(keys).await {
+            let value = match stored.map(|stored| stored.map(string_of)) {
+                Ok(None) => None,
+                Ok(Some(Some(value))) => Some(value),
+                Ok(Some(None)) if collection_is_null => None,
+                Ok(Some(None)) => {
+                    out.error(WRONG_TYPE);
+                    continue;
+                }
+                Err(e) => {
+                    fail(out, &e);
+                    continue;
+                }
+            };
+            if share {
+                out.bulk_shared_or_null(value.as_ref());
+            } else {
+                out.bulk_or_null(value.as_deref());
             }
         }
     }
@@ -434,15 +516,30 @@ impl<'a> RespClient<'a> {
         Ok(())
     }
 
-    /// The value of `key` as this client sees it (inside EXEC, with the
-    /// transaction's writes).
-    async fn value(&self, key: &[u8]) -> Result<Option<Bytes>, EngineError> {
+    /// The string value of `key` as this client sees it (inside EXEC,
+    /// with the transaction's writes); [`CommandError::WrongType`] if it
+    /// holds a collection.
+    async fn value(&self, key: &[u8]) -> Result<Option<Bytes>, CommandError> {
         Ok(self.entry(key).await?.map(|(value, _)| value))
     }
 
-    /// The value of `key` and when it expires (absolute Unix milliseconds,
-    /// 0 for never), as this client sees it.
-    async fn entry(&self, key: &[u8]) -> Result<Option<(Bytes, u64)>, EngineError> {
+    /// The string value of `key` and when it expires (absolute Unix
+    /// milliseconds, 0 for never), as this client sees it;
+    /// [`CommandError::WrongType`] if it holds a collection.
+    async fn entry(&self, key: &[u8]) -> Result<Option<(Bytes, u64)>, CommandError> {
+        match self.stored_entry(key).await? {
+            None => Ok(None),
+            Some((stored, at)) => match string_of(stored) {
+                Some(value) => Ok(Some((value, at))),
+                None => Err(CommandError::WrongType),
+            },
+        }
+    }
+
+    /// The stored value of `key` (a string or a collection, as
+    /// [`crate::datatypes`] lays them out) and when it expires, as this
+    /// client sees it.
+    async fn stored_entry(&self, key: &[u8]) -> Result<Option<(Bytes, u64)>, EngineError> {
         if let Some(overlay) = &self.overlay
             && let Known::Written(written) = overlay.known(key)
         {
@@ -612,12 +709,12 @@ impl<'a> RespClient<'a> {
         writer: &mut W,
     ) -> std::io::Result<Flow> {
         match entry.kind {
-            Kind::Get => self.get_run(&[&cmd[1][..]], out).await,
+            Kind::Get => self.get_run(&[&cmd[1][..]], false, out).await,
             Kind::Set => self.set(cmd, out).await,
             Kind::Mget => self.mget(cmd, out, writer).await?,
             Kind::Mset => self.mset(cmd, out).await,
             Kind::Del | Kind::Unlink => self.del(cmd, out).await,
-            Kind::Type => self.key_type(cmd, out),
+            Kind::Type => self.key_type(cmd, out).await,
             Kind::Rename | Kind::Renamenx => {
                 self.rename(cmd, entry.kind == Kind::Renamenx, out).await;
             }
@@ -628,7 +725,7 @@ impl<'a> RespClient<'a> {
                 None => self.engine.len(),
             } as i64),
             Kind::Flushall | Kind::Flushdb => self.flush(cmd, out).await,
-            Kind::Scan => self.scan(cmd, out),
+            Kind::Scan => self.scan(cmd, out).await,
             Kind::Keys => self.keys(cmd, out, writer).await?,
             Kind::Randomkey => self.random_key(out),
             Kind::Ping => match cmd.len() {

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::{RespClient, engine_error};
+use super::{RespClient, fail};
 use crate::resp::info::storage_host_port;
 use crate::resp::reply::Replies;
 
@@ -55,7 +55,7 @@ impl RespClient<'_> {
         }
         match self.engine.promote_async().await {
             Ok(_) => out.simple("OK"),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 }

@@ -9,7 +9,11 @@ use bytes::Bytes;
 use tokio::io::AsyncWrite;
 
 use super::expiry_args::{ExpiryOption, NOT_AN_INTEGER, OptionsOf, SYNTAX_ERROR, StringOptions};
-use super::{GET_RUN_KEYS, KeyWrite, RespClient, arity_error, engine_error, parse_i64};
+use super::{
+    GET_RUN_KEYS, KeyWrite, RespClient, arity_error, fail, parse_i64, put_string,
+    put_string_expiring,
+};
+use crate::datatypes::{WRONG_TYPE, string_of};
 use crate::expiry;
 use crate::resp::reply::Replies;
 
@@ -144,7 +148,7 @@ impl RespClient<'_> {
     pub(super) async fn set(&mut self, cmd: &[Bytes], out: &mut Replies) {
         if cmd.len() == 3 {
             if let Some(overlay) = &mut self.overlay {
-                overlay.write(KeyWrite::put(cmd[1].clone(), cmd[2].clone()));
+                overlay.write(put_string(cmd[1].clone(), cmd[2].clone()));
                 out.simple("OK");
             } else {
                 self.set_run(std::iter::once(cmd), out).await;
@@ -162,22 +166,31 @@ impl RespClient<'_> {
         let key = &cmd[1];
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
         let reads_old = options.get || options.expiry == ExpiryOption::Keep;
+        // The old value whatever its type (KEEPTTL keeps a collection's
+        // expiry too); GET needs it to be a string.
         let old = if reads_old {
-            match self.entry(key).await {
+            match self.stored_entry(key).await {
                 Ok(old) => Some(old),
-                Err(e) => return engine_error(out, &e),
+                Err(e) => return fail(out, &e),
             }
         } else {
             None
+        };
+        let old_string = match &old {
+            Some(Some((stored, _))) => match string_of(stored.clone()) {
+                Some(value) => Some(value),
+                None if options.get => return out.error(WRONG_TYPE),
+                None => None,
+            },
+            _ => None,
         };
         let found = match &old {
             Some(old) => old.is_some(),
             None => self.key_exists(key),
         };
-        let old_value = |old: Option<Option<(Bytes, u64)>>| old.flatten().map(|(value, _)| value);
         if (options.nx && found) || (options.xx && !found) {
             return match options.get {
-                true => out.bulk_or_null(old_value(old).as_deref()),
+                true => out.bulk_or_null(old_string.as_deref()),
                 false => out.null(),
             };
         }
@@ -186,11 +199,11 @@ impl RespClient<'_> {
             (None, Some(Some((_, kept)))) if options.expiry == ExpiryOption::Keep => *kept,
             _ => 0,
         };
-        let write = KeyWrite::put_expiring(key.clone(), cmd[2].clone(), expire_at_ms);
+        let write = put_string_expiring(key.clone(), cmd[2].clone(), expire_at_ms);
         match self.write(vec![write]).await {
-            Ok(()) if options.get => out.bulk_or_null(old_value(old).as_deref()),
+            Ok(()) if options.get => out.bulk_or_null(old_string.as_deref()),
             Ok(()) => out.simple("OK"),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -202,11 +215,11 @@ impl RespClient<'_> {
             return out.integer(0);
         }
         match self
-            .write(vec![KeyWrite::put(key.clone(), cmd[2].clone())])
+            .write(vec![put_string(key.clone(), cmd[2].clone())])
             .await
         {
             Ok(()) => out.integer(1),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -216,14 +229,14 @@ impl RespClient<'_> {
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
         let old = match self.value(key).await {
             Ok(old) => old,
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
         };
         match self
-            .write(vec![KeyWrite::put(key.clone(), cmd[2].clone())])
+            .write(vec![put_string(key.clone(), cmd[2].clone())])
             .await
         {
             Ok(()) => out.bulk_or_null(old.as_deref()),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -234,11 +247,11 @@ impl RespClient<'_> {
         let old = match self.value(key).await {
             Ok(Some(old)) => old,
             Ok(None) => return out.null(),
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
         };
         match self.write(vec![KeyWrite::delete(key.clone())]).await {
             Ok(()) => out.bulk(&old),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -255,11 +268,11 @@ impl RespClient<'_> {
         }
         let puts = cmd[1..]
             .chunks(2)
-            .map(|kv| KeyWrite::put(kv[0].clone(), kv[1].clone()))
+            .map(|kv| put_string(kv[0].clone(), kv[1].clone()))
             .collect();
         match self.write(puts).await {
             Ok(()) => out.integer(1),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -267,7 +280,7 @@ impl RespClient<'_> {
     pub(super) async fn strlen(&mut self, cmd: &[Bytes], out: &mut Replies) {
         match self.value(&cmd[1]).await {
             Ok(value) => out.integer(value.map_or(0, |v| v.len()) as i64),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -288,15 +301,15 @@ impl RespClient<'_> {
                 new.extend_from_slice(&cmd[2]);
                 Bytes::from(new)
             }
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
         };
         let len = new.len() as i64;
         match self
-            .write(vec![KeyWrite::put_expiring(key.clone(), new, expire_at_ms)])
+            .write(vec![put_string_expiring(key.clone(), new, expire_at_ms)])
             .await
         {
             Ok(()) => out.integer(len),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -307,7 +320,7 @@ impl RespClient<'_> {
         };
         match self.value(&cmd[1]).await {
             Ok(value) => out.bulk(range_of(value.as_deref().unwrap_or_default(), start, end)),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -325,7 +338,7 @@ impl RespClient<'_> {
         let (old, expire_at_ms) = match self.entry(key).await {
             Ok(Some((old, at))) => (Some(old), at),
             Ok(None) => (None, 0),
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
         };
         if piece.is_empty() {
             return out.integer(old.map_or(0, |v| v.len()) as i64);
@@ -341,10 +354,10 @@ impl RespClient<'_> {
         }
         new[offset..offset + piece.len()].copy_from_slice(piece);
         let len = new.len() as i64;
-        let write = KeyWrite::put_expiring(key.clone(), Bytes::from(new), expire_at_ms);
+        let write = put_string_expiring(key.clone(), Bytes::from(new), expire_at_ms);
         match self.write(vec![write]).await {
             Ok(()) => out.integer(len),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -352,7 +365,7 @@ impl RespClient<'_> {
     pub(super) async fn lcs(&mut self, cmd: &[Bytes], out: &mut Replies) {
         let (a, b) = match (self.value(&cmd[1]).await, self.value(&cmd[2]).await) {
             (Ok(a), Ok(b)) => (a.unwrap_or_default(), b.unwrap_or_default()),
-            (Err(e), _) | (_, Err(e)) => return engine_error(out, &e),
+            (Err(e), _) | (_, Err(e)) => return fail(out, &e),
         };
         let options = match LcsOptions::parse(&cmd[3..]) {
             Ok(options) => options,
@@ -405,7 +418,7 @@ impl RespClient<'_> {
         out.array(cmd.len() - 1);
         for keys in cmd[1..].chunks(GET_RUN_KEYS) {
             let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-            self.get_run(&keys, out).await;
+            self.get_run(&keys, true, out).await;
             self.write_early(out, writer).await?;
         }
         Ok(())
@@ -418,11 +431,11 @@ impl RespClient<'_> {
         }
         let puts = cmd[1..]
             .chunks(2)
-            .map(|kv| KeyWrite::put(kv[0].clone(), kv[1].clone()))
+            .map(|kv| put_string(kv[0].clone(), kv[1].clone()))
             .collect();
         match self.write(puts).await {
             Ok(()) => out.simple("OK"),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 }

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use tokio::io::AsyncWrite;
 
 use super::overlay::Overlay;
-use super::{Flow, MAX_WATCHED_KEYS, RespClient, Transaction, engine_error, rejection};
+use super::{Flow, MAX_WATCHED_KEYS, RespClient, Transaction, fail, rejection};
 use crate::EngineError;
 use crate::resp::reply::Replies;
 
@@ -117,7 +117,7 @@ impl RespClient<'_> {
             // lost answer, all did): its replies would not be true, so EXEC
             // answers with the error alone.
             out.bytes.truncate(mark);
-            engine_error(out, &e);
+            fail(out, &e);
         }
         Ok(flow)
     }

@@ -14,7 +14,8 @@ use bytes::Bytes;
 use super::expiry_args::{
     ExpireFlags, ExpiryOption, OptionsOf, StringOptions, TimeUnit, expire_when, positive_expire_at,
 };
-use super::{KeyWrite, RespClient, engine_error};
+use super::{KeyWrite, RespClient, fail, put_string_expiring};
+use crate::datatypes::{WRONG_TYPE, string_of};
 use crate::expiry;
 use crate::resp::reply::Replies;
 
@@ -42,10 +43,10 @@ impl RespClient<'_> {
         };
         let key = &cmd[1];
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let (value, current_ms) = match self.entry(key).await {
+        let (value, current_ms) = match self.stored_entry(key).await {
             Ok(Some(entry)) => entry,
             Ok(None) => return out.integer(0),
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
         };
         if !flags.allow(current_ms, when) {
             return out.integer(0);
@@ -57,7 +58,7 @@ impl RespClient<'_> {
         };
         match self.write(vec![write]).await {
             Ok(()) => out.integer(1),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -88,14 +89,14 @@ impl RespClient<'_> {
     pub(super) async fn persist(&mut self, cmd: &[Bytes], out: &mut Replies) {
         let key = &cmd[1];
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let value = match self.entry(key).await {
+        let value = match self.stored_entry(key).await {
             Ok(Some((value, at))) if at != 0 => value,
             Ok(_) => return out.integer(0),
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
         };
         match self.write(vec![KeyWrite::put(key.clone(), value)]).await {
             Ok(()) => out.integer(1),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -106,10 +107,10 @@ impl RespClient<'_> {
             Ok(at) => at,
             Err(text) => return out.error(&text),
         };
-        let write = KeyWrite::put_expiring(cmd[1].clone(), cmd[3].clone(), at);
+        let write = put_string_expiring(cmd[1].clone(), cmd[3].clone(), at);
         match self.write(vec![write]).await {
             Ok(()) => out.simple("OK"),
-            Err(e) => engine_error(out, &e),
+            Err(e) => fail(out, &e),
         }
     }
 
@@ -122,10 +123,13 @@ impl RespClient<'_> {
         };
         let key = &cmd[1];
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let (value, current_ms) = match self.entry(key).await {
+        let (value, current_ms) = match self.stored_entry(key).await {
             Ok(Some(entry)) => entry,
             Ok(None) => return out.null(),
-            Err(e) => return engine_error(out, &e),
+            Err(e) => return fail(out, &e),
+        };
+        let Some(shown) = string_of(value.clone()) else {
+            return out.error(WRONG_TYPE);
         };
         let now_ms = expiry::now_ms();
         let write = match &options.expiry {
@@ -146,8 +150,8 @@ impl RespClient<'_> {
         if let Some(write) = write
             && let Err(e) = self.write(vec![write]).await
         {
-            return engine_error(out, &e);
+            return fail(out, &e);
         }
-        out.bulk(&value);
+        out.bulk(&shown);
     }
 }

@@ -1,0 +1,117 @@
+//! What every collection command shares: reading a key as one collection
+//! type (WRONGTYPE for another), writing it back as one put that keeps the
+//! key's expiry (or a delete once it is empty), and SCAN-style cursors
+//! over a collection's elements.
+
+use bytes::Bytes;
+
+use super::keyspace::parse_cursor;
+use super::{CommandError, KeyWrite, RespClient, parse_i64};
+use crate::EngineError;
+use crate::datatypes::{Collection, DataType, EncodingLimits};
+use crate::resp::glob;
+use crate::resp::reply::Replies;
+
+/// The reply to a SCAN-family command on a key that does not exist.
+pub(super) fn empty_scan(out: &mut Replies) {
+    out.array(2);
+    out.bulk(b"0");
+    out.array(0);
+}
+
+/// The write that stores `collection` under `key`, keeping `expire_at_ms`
+/// (absolute Unix milliseconds, 0 for never), or deletes the key when the
+/// collection is empty.
+pub(super) fn store_write<C: Collection>(
+    key: &Bytes,
+    collection: &C,
+    expire_at_ms: u64,
+) -> KeyWrite {
+    if collection.is_empty() {
+        KeyWrite::delete(key.clone())
+    } else {
+        KeyWrite::put_expiring(key.clone(), collection.encode(), expire_at_ms)
+    }
+}
+
+/// HSCAN, SSCAN and ZSCAN's options after the cursor: MATCH and COUNT
+/// (COUNT is a hint these commands do not need: a collection is answered
+/// whole, with cursor 0).
+pub(super) struct ScanOptions<'c> {
+    pattern: Option<&'c [u8]>,
+}
+
+impl<'c> ScanOptions<'c> {
+    /// Reads the options as Redis does (`ERR syntax error` for anything
+    /// else, COUNT below 1 included).
+    pub(super) fn parse(args: &'c [Bytes]) -> Result<Self, &'static str> {
+        let mut pattern = None;
+        let mut j = 0;
+        while j < args.len() {
+            match args.get(j + 1) {
+                Some(value) if args[j].eq_ignore_ascii_case(b"count") => match parse_i64(value) {
+                    None => return Err("ERR value is not an integer or out of range"),
+                    Some(n) if n < 1 => return Err("ERR syntax error"),
+                    Some(_) => {}
+                },
+                Some(value) if args[j].eq_ignore_ascii_case(b"match") => {
+                    pattern = (&value[..] != b"*").then_some(&value[..]);
+                }
+                _ => return Err("ERR syntax error"),
+            }
+            j += 2;
+        }
+        Ok(Self { pattern })
+    }
+
+    /// True if `element` passes MATCH.
+    pub(super) fn keeps(&self, element: &[u8]) -> bool {
+        self.pattern
+            .is_none_or(|p| glob::matches(p, element, false))
+    }
+}
+
+impl RespClient<'_> {
+    /// The collection of type `C` at `key` and its expiry, as this client
+    /// sees it: `None` if the key has no value,
+    /// [`CommandError::WrongType`] if it holds another type.
+    pub(super) async fn load<C: Collection>(
+        &self,
+        key: &[u8],
+    ) -> Result<Option<(C, u64)>, CommandError> {
+        let Some((stored, expire_at_ms)) = self.stored_entry(key).await? else {
+            return Ok(None);
+        };
+        if DataType::of(&stored) != C::TYPE {
+            return Err(CommandError::WrongType);
+        }
+        Ok(Some((C::decode(stored)?, expire_at_ms)))
+    }
+
+    /// Stores `collection` under `key` as one unit, keeping its expiry
+    /// (or deletes the key if the collection is empty).
+    pub(super) async fn store<C: Collection>(
+        &mut self,
+        key: &Bytes,
+        collection: &C,
+        expire_at_ms: u64,
+    ) -> Result<(), EngineError> {
+        self.write(vec![store_write(key, collection, expire_at_ms)])
+            .await
+    }
+
+    /// The thresholds at which collections leave their compact encodings.
+    pub(super) fn encoding_limits(&self) -> EncodingLimits {
+        *self.shared.encoding_limits.read()
+    }
+
+    /// Checks a SCAN-family command's cursor (`cmd[2]`) as Redis does,
+    /// before the key is looked up.
+    pub(super) fn scan_cursor_ok(cmd: &[Bytes], out: &mut Replies) -> bool {
+        if parse_cursor(&cmd[2]).is_none() {
+            out.error("ERR invalid cursor");
+            return false;
+        }
+        true
+    }
+}
