@@ -196,20 +196,9 @@ impl Replies {
     }
 
     /// A double: `,d` in RESP3, a bulk string in RESP2; written as Redis
-    /// writes it (`inf`, `-inf`, `nan`, else the shortest text that reads
-    /// back as the same number).
-    #[allow(
-        dead_code,
-        reason = "for replies of commands SplitKV does not have yet"
-    )]
+    /// 7.0 writes it (`inf`, `-inf`, else C's `%.17g`).
     pub fn double(&mut self, d: f64) {
-        let text = if d.is_nan() {
-            "nan".to_string()
-        } else if d.is_infinite() {
-            if d > 0.0 { "inf" } else { "-inf" }.to_string()
-        } else {
-            format!("{d}")
-        };
+        let text = format_double(d);
         match self.protocol {
             Protocol::Resp2 => self.bulk(text.as_bytes()),
             Protocol::Resp3 => {
@@ -369,4 +358,22 @@ impl From<&str> for ErrorReply {
     fn from(text: &str) -> Self {
         Self(text.to_string())
     }
+}
+
+/// `d` as Redis 7.0 prints a double reply: `inf`, `-inf`, `nan`, else C's
+/// `%.17g` (so 1.1 is `1.1000000000000001`).
+pub fn format_double(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf" } else { "-inf" }.to_string();
+    }
+    if d.is_nan() {
+        return "nan".to_string();
+    }
+    let mut buf = [0u8; 64];
+    // SAFETY: the format takes exactly one double, which is passed; the
+    // buffer is valid for its length, which bounds what snprintf writes.
+    let written =
+        unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), d) };
+    let len = usize::try_from(written).unwrap_or(0).min(buf.len() - 1);
+    String::from_utf8_lossy(&buf[..len]).into_owned()
 }
