@@ -94,6 +94,7 @@ pub async fn serve(
         exec_gate: tokio::sync::RwLock::new(()),
         key_locks: commands::KeyLocks::default(),
         encoding_limits: Default::default(),
+        blocked: Default::default(),
     });
     tokio::pin!(shutdown);
     loop {
@@ -126,9 +127,11 @@ async fn serve_client(
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr()?;
+    let peer_fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (mut reader, mut writer) = stream.into_split();
     let registered = shared.clients.register(peer, local);
     let mut client = RespClient::new(engine, shared, &registered.entry, local.port());
+    client.watch_peer(peer_fd);
     let engine_limits = engine.limits();
     let limits = ParseLimits {
         max_args: MAX_ARGS,

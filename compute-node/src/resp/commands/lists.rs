@@ -6,6 +6,7 @@
 
 use bytes::Bytes;
 
+use super::blocking::parse_mpop;
 use super::collections::store_write;
 use super::{RespClient, fail, parse_i64};
 use crate::datatypes::List;
@@ -13,6 +14,17 @@ use crate::resp::reply::Replies;
 
 const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 const MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
+
+/// Whether a pop found something to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Served {
+    /// It answered what it popped.
+    Yes,
+    /// No key held anything: nothing is answered yet.
+    Nothing,
+    /// It answered an error.
+    Failed,
+}
 
 /// The end of a list a command works at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +37,7 @@ pub(super) enum End {
 
 impl End {
     /// LEFT or RIGHT, in any letter case.
-    fn parse(arg: &[u8]) -> Option<End> {
+    pub(super) fn parse(arg: &[u8]) -> Option<End> {
         if arg.eq_ignore_ascii_case(b"left") {
             Some(End::Left)
         } else if arg.eq_ignore_ascii_case(b"right") {
@@ -424,19 +436,37 @@ impl RespClient<'_> {
                 _ => return out.error("ERR syntax error"),
             },
         };
-        let (from, to) = (&cmd[1], &cmd[2]);
-        let _stripes = self.lock_keys(&cmd[1..3]).await;
+        if self
+            .move_element(&cmd[1], &cmd[2], from_end, to_end, out)
+            .await
+            == Served::Nothing
+        {
+            out.null();
+        }
+    }
+
+    /// Moves one element from `from`'s `from_end` to `to`'s `to_end` and
+    /// answers it, or answers nothing if `from` has no list.
+    pub(super) async fn move_element(
+        &mut self,
+        from: &Bytes,
+        to: &Bytes,
+        from_end: End,
+        to_end: End,
+        out: &mut Replies,
+    ) -> Served {
+        let _stripes = self.lock_keys(&[from.clone(), to.clone()]).await;
         let Ok(source) = self.read_list(from, out).await else {
-            return;
+            return Served::Failed;
         };
         let Some((mut source, source_expiry)) = source else {
-            return out.null();
+            return Served::Nothing;
         };
         let Ok(destination) = self.read_list(to, out).await else {
-            return;
+            return Served::Failed;
         };
         let Some(element) = pop(&mut source, from_end) else {
-            return out.null();
+            return Served::Nothing;
         };
         let writes = if from == to {
             push(&mut source, to_end, element.clone());
@@ -450,64 +480,70 @@ impl RespClient<'_> {
             ]
         };
         match self.write(writes).await {
-            Ok(()) => out.bulk(&element),
-            Err(e) => fail(out, &e),
+            Ok(()) => {
+                out.bulk(&element);
+                Served::Yes
+            }
+            Err(e) => {
+                fail(out, &e);
+                Served::Failed
+            }
         }
     }
 
     /// LMPOP numkeys key... LEFT|RIGHT [COUNT count]: `[key, [elements]]`
     /// from the first non-empty list, or a null array.
     pub(super) async fn lmpop(&mut self, cmd: &[Bytes], out: &mut Replies) {
-        let numkeys = match parse_i64(&cmd[1]) {
-            Some(n) if n >= 1 => n as u64,
-            _ => return out.error("ERR numkeys should be greater than 0"),
+        let (keys, right, count) = match parse_mpop(cmd, 1, (b"left", b"right")) {
+            Ok(parsed) => parsed,
+            Err(text) => return out.error(text),
         };
-        let where_at = 2u64.saturating_add(numkeys);
-        if where_at >= cmd.len() as u64 {
-            return out.error("ERR syntax error");
+        let end = if right { End::Right } else { End::Left };
+        if self
+            .pop_first_list(&keys, end, Some(count.unwrap_or(1)), out)
+            .await
+            == Served::Nothing
+        {
+            out.null_array();
         }
-        let where_at = where_at as usize;
-        let Some(end) = End::parse(&cmd[where_at]) else {
-            return out.error("ERR syntax error");
-        };
-        let mut count = None;
-        let mut j = where_at + 1;
-        while j < cmd.len() {
-            match cmd.get(j + 1) {
-                Some(value) if count.is_none() && cmd[j].eq_ignore_ascii_case(b"count") => {
-                    match parse_i64(value) {
-                        Some(n) if n >= 1 => count = Some(n as u64),
-                        _ => return out.error("ERR count should be greater than 0"),
-                    }
-                }
-                _ => return out.error("ERR syntax error"),
-            }
-            j += 2;
-        }
-        let count = count.unwrap_or(1);
-        let keys = &cmd[2..where_at];
+    }
+
+    /// Pops from the first of `keys` that holds a list: `count` elements
+    /// answered `[key, [elements]]` (LMPOP), or with `count` None one
+    /// answered `[key, element]` (BLPOP); answers nothing if no key holds
+    /// a list.
+    pub(super) async fn pop_first_list(
+        &mut self,
+        keys: &[Bytes],
+        end: End,
+        count: Option<u64>,
+        out: &mut Replies,
+    ) -> Served {
         let _stripes = self.lock_keys(keys).await;
         for key in keys {
             let Ok(found) = self.read_list(key, out).await else {
-                return;
+                return Served::Failed;
             };
             let Some((mut list, expire_at_ms)) = found else {
                 continue;
             };
-            let n = count.min(list.len() as u64) as usize;
+            let n = count.unwrap_or(1).min(list.len() as u64) as usize;
             let popped: Vec<Bytes> = (0..n).filter_map(|_| pop(&mut list, end)).collect();
             if let Err(e) = self.store(key, &list, expire_at_ms).await {
-                return fail(out, &e);
+                fail(out, &e);
+                return Served::Failed;
             }
             out.array(2);
             out.bulk(key);
-            out.array(popped.len());
+            if count.is_some() {
+                out.array(popped.len());
+            }
             for element in &popped {
                 out.bulk(element);
             }
-            return;
+            return Served::Yes;
         }
-        out.null_array();
+        Served::Nothing
     }
 }
 

@@ -24,6 +24,8 @@
 //! (EXPIRE, TTL, PERSIST and their kin) and `transaction` (MULTI, EXEC,
 //! DISCARD, WATCH).
 
+mod blocked_keys;
+mod blocking;
 mod collections;
 mod connection;
 mod counters;
@@ -54,6 +56,7 @@ use super::reply::{ErrorReply, Replies};
 use super::table::{CommandInfo, Kind, lookup};
 use crate::datatypes::{DecodeError, WRONG_TYPE, stored_string, string_of};
 use crate::{Engine, EngineError, expiry};
+pub use blocked_keys::BlockedKeys;
 use expiry_args::TimeUnit;
 pub use key_locks::KeyLocks;
 use overlay::{Known, Overlay};
@@ -126,6 +129,8 @@ pub struct ServerState {
     /// The thresholds at which collections leave their compact encodings
     /// (CONFIG SET `hash-max-listpack-entries` and the rest).
     pub encoding_limits: parking_lot::RwLock<crate::datatypes::EncodingLimits>,
+    /// The clients blocked on keys (BLPOP and its kin).
+    pub blocked: BlockedKeys,
 }
 
 /// One RESP client's state.
@@ -151,6 +156,9 @@ pub struct RespClient<'a> {
     /// The transaction's writes while EXEC carries out the queued commands
     /// (holding the gate exclusively); `None` outside EXEC.
     overlay: Option<Overlay>,
+    /// The client's socket, watched while the client blocks (BLPOP) so
+    /// that a client that goes away leaves nothing behind.
+    peer_fd: Option<std::os::fd::RawFd>,
 }
 
 /// Why a command failed: the storage round trip, or the key's value.
@@ -373,6 +381,7 @@ impl<'a> RespClient<'a> {
             watched: Vec::new(),
             gate: None,
             overlay: None,
+            peer_fd: None,
         }
     }
 
@@ -596,7 +605,26 @@ impl<'a> RespClient<'a> {
             }
             return Ok(());
         }
-        self.engine.write_async(self.partition, writes).await
+        let woken: Vec<Bytes> = if self.shared.blocked.any_blocked() {
+            writes
+                .iter()
+                .filter_map(|w| match w {
+                    KeyWrite::Put { key, .. } => Some(key.clone()),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.engine.write_async(self.partition, writes).await?;
+        self.shared.blocked.written(&woken);
+        Ok(())
+    }
+
+    /// Lets blocking commands watch the client's socket `fd` for its peer
+    /// going away.
+    pub fn watch_peer(&mut self, fd: std::os::fd::RawFd) {
+        self.peer_fd = Some(fd);
     }
 
     /// One command, with CLIENT REPLY's suppression applied.

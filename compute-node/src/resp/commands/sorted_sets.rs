@@ -8,8 +8,10 @@
 
 use bytes::Bytes;
 
+use super::blocking::parse_mpop;
 use super::collections::{ScanOptions, empty_scan, store_write};
 use super::hashes::random_picks;
+use super::lists::Served;
 use super::sorted_set_args::{LexRange, NOT_A_FLOAT, ScoreRange, Selection, parse_score, select};
 use super::{CommandError, KeyWrite, RespClient, fail, parse_i64};
 use crate::datatypes::zset::Entry;
@@ -572,8 +574,8 @@ impl RespClient<'_> {
     /// Pops from the first sorted set of `keys` that exists, as Redis's
     /// `genericZpopCommand`: `count` members (None: one, flat reply),
     /// pairs `nested` or flat, with the key first when `emit_key` (ZMPOP,
-    /// which answers a null array when no key exists).
-    async fn pop_from(
+    /// BZPOPMIN and BZMPOP); answers nothing if no key holds a sorted set.
+    pub(super) async fn pop_from(
         &mut self,
         keys: &[Bytes],
         max: bool,
@@ -581,12 +583,12 @@ impl RespClient<'_> {
         nested: bool,
         emit_key: bool,
         out: &mut Replies,
-    ) {
+    ) -> Served {
         let _stripes = self.lock_keys(keys).await;
         let mut found = None;
         for key in keys {
             let Ok(set) = self.read_zset(key, out).await else {
-                return;
+                return Served::Failed;
             };
             if let Some(set) = set {
                 found = Some((key, set));
@@ -594,14 +596,11 @@ impl RespClient<'_> {
             }
         }
         let Some((key, (mut set, expire_at_ms))) = found else {
-            return if emit_key {
-                out.null_array()
-            } else {
-                out.array(0)
-            };
+            return Served::Nothing;
         };
         if count == Some(0) {
-            return out.array(0);
+            out.array(0);
+            return Served::Yes;
         }
         let n = count.unwrap_or(1).min(set.len() as u64) as usize;
         let popped: Vec<Entry> = {
@@ -616,7 +615,8 @@ impl RespClient<'_> {
             ends
         };
         if let Err(e) = self.store(key, &set, expire_at_ms).await {
-            return fail(out, &e);
+            fail(out, &e);
+            return Served::Failed;
         }
         match (nested, emit_key) {
             (false, false) => out.array(popped.len() * 2),
@@ -638,43 +638,19 @@ impl RespClient<'_> {
             out.bulk(&entry.member);
             out.double(entry.score);
         }
+        Served::Yes
     }
 
     /// ZMPOP numkeys key... MIN|MAX [COUNT count].
     pub(super) async fn zmpop(&mut self, cmd: &[Bytes], out: &mut Replies) {
-        let numkeys = match parse_i64(&cmd[1]) {
-            Some(n) if n >= 1 => n as u64,
-            _ => return out.error("ERR numkeys should be greater than 0"),
+        let (keys, max, count) = match parse_mpop(cmd, 1, (b"min", b"max")) {
+            Ok(parsed) => parsed,
+            Err(text) => return out.error(text),
         };
-        let where_at = 2u64.saturating_add(numkeys);
-        if where_at >= cmd.len() as u64 {
-            return out.error("ERR syntax error");
+        let count = Some(count.unwrap_or(1));
+        if self.pop_from(&keys, max, count, true, true, out).await == Served::Nothing {
+            out.null_array();
         }
-        let where_at = where_at as usize;
-        let max = if cmd[where_at].eq_ignore_ascii_case(b"min") {
-            false
-        } else if cmd[where_at].eq_ignore_ascii_case(b"max") {
-            true
-        } else {
-            return out.error("ERR syntax error");
-        };
-        let mut count = None;
-        let mut j = where_at + 1;
-        while j < cmd.len() {
-            match cmd.get(j + 1) {
-                Some(value) if count.is_none() && cmd[j].eq_ignore_ascii_case(b"count") => {
-                    match parse_i64(value) {
-                        Some(n) if n >= 1 => count = Some(n as u64),
-                        _ => return out.error("ERR count should be greater than 0"),
-                    }
-                }
-                _ => return out.error("ERR syntax error"),
-            }
-            j += 2;
-        }
-        let keys = cmd[2..where_at].to_vec();
-        self.pop_from(&keys, max, Some(count.unwrap_or(1)), true, true, out)
-            .await;
     }
 
     /// ZUNION, ZINTER, ZDIFF numkeys key... [WEIGHTS weight...] [AGGREGATE

@@ -134,7 +134,22 @@ impl RespClient<'_> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.engine.write_async(self.partition, batch).await
+        let woken: Vec<bytes::Bytes> = if self.shared.blocked.any_blocked() {
+            batch
+                .iter()
+                .filter_map(|w| match w {
+                    crate::KeyWrite::Put { key, .. } => Some(key.clone()),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.engine.write_async(self.partition, batch).await?;
+        // Clients blocked on the keys the transaction pushed to try again
+        // now that it is over, as Redis serves them after EXEC.
+        self.shared.blocked.written(&woken);
+        Ok(())
     }
 }
 
