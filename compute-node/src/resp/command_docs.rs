@@ -65,96 +65,6 @@ const fn arg(name: &'static str, kind: &'static str) -> Arg {
 /// Every command's history and arguments, by name.
 static MORE_DOCS: &[(&str, MoreDocs)] = &[
     (
-        "command|list",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                token: Some("FILTERBY"),
-                flags: &["optional"],
-                arguments: &[
-                    Arg {
-                        token: Some("MODULE"),
-                        ..arg("module-name", "string")
-                    },
-                    Arg {
-                        token: Some("ACLCAT"),
-                        ..arg("category", "string")
-                    },
-                    Arg {
-                        token: Some("PATTERN"),
-                        ..arg("pattern", "pattern")
-                    },
-                ],
-                ..arg("filterby", "oneof")
-            }],
-        },
-    ),
-    (
-        "command|docs",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                flags: &["optional", "multiple"],
-                ..arg("command-name", "string")
-            }],
-        },
-    ),
-    (
-        "command|count",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "command|info",
-        MoreDocs {
-            history: &[(
-                "7.0.0",
-                "Allowed to be called with no argument to get info on all commands.",
-            )],
-            arguments: &[Arg {
-                flags: &["optional", "multiple"],
-                ..arg("command-name", "string")
-            }],
-        },
-    ),
-    (
-        "config|get",
-        MoreDocs {
-            history: &[(
-                "7.0.0",
-                "Added the ability to pass multiple pattern parameters in one call",
-            )],
-            arguments: &[Arg {
-                flags: &["multiple"],
-                arguments: &[arg("parameter", "string")],
-                ..arg("parameter", "block")
-            }],
-        },
-    ),
-    (
-        "config|resetstat",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "config|set",
-        MoreDocs {
-            history: &[(
-                "7.0.0",
-                "Added the ability to set multiple parameters in one call.",
-            )],
-            arguments: &[Arg {
-                flags: &["multiple"],
-                arguments: &[arg("parameter", "string"), arg("value", "string")],
-                ..arg("parameter_value", "block")
-            }],
-        },
-    ),
-    (
         "client|list",
         MoreDocs {
             history: &[
@@ -405,86 +315,89 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "get",
+        "ping",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
+                flags: &["optional"],
+                ..arg("message", "string")
             }],
         },
     ),
     (
-        "set",
+        "echo",
         MoreDocs {
-            history: &[
-                ("2.6.12", "Added the `EX`, `PX`, `NX` and `XX` options."),
-                ("6.0.0", "Added the `KEEPTTL` option."),
-                ("6.2.0", "Added the `GET`, `EXAT` and `PXAT` option."),
-                (
-                    "7.0.0",
-                    "Allowed the `NX` and `GET` options to be used together.",
-                ),
-            ],
+            history: &[],
+            arguments: &[arg("message", "string")],
+        },
+    ),
+    (
+        "auth",
+        MoreDocs {
+            history: &[("6.0.0", "Added ACL style (username and password).")],
             arguments: &[
                 Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                arg("value", "string"),
-                Arg {
-                    since: Some("2.6.12"),
+                    since: Some("6.0.0"),
                     flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("NX"),
-                            ..arg("nx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("XX"),
-                            ..arg("xx", "pure-token")
-                        },
-                    ],
-                    ..arg("condition", "oneof")
+                    ..arg("username", "string")
                 },
-                Arg {
-                    token: Some("GET"),
-                    since: Some("6.2.0"),
-                    flags: &["optional"],
-                    ..arg("get", "pure-token")
-                },
-                Arg {
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("EX"),
-                            since: Some("2.6.12"),
-                            ..arg("seconds", "integer")
-                        },
-                        Arg {
-                            token: Some("PX"),
-                            since: Some("2.6.12"),
-                            ..arg("milliseconds", "integer")
-                        },
-                        Arg {
-                            token: Some("EXAT"),
-                            since: Some("6.2.0"),
-                            ..arg("unix-time-seconds", "unix-time")
-                        },
-                        Arg {
-                            token: Some("PXAT"),
-                            since: Some("6.2.0"),
-                            ..arg("unix-time-milliseconds", "unix-time")
-                        },
-                        Arg {
-                            token: Some("KEEPTTL"),
-                            since: Some("6.0.0"),
-                            ..arg("keepttl", "pure-token")
-                        },
-                    ],
-                    ..arg("expiration", "oneof")
-                },
+                arg("password", "string"),
             ],
+        },
+    ),
+    (
+        "quit",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "select",
+        MoreDocs {
+            history: &[],
+            arguments: &[arg("index", "integer")],
+        },
+    ),
+    (
+        "client",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "hello",
+        MoreDocs {
+            history: &[(
+                "6.2.0",
+                "`protover` made optional; when called without arguments the command reports the current connection's context.",
+            )],
+            arguments: &[Arg {
+                flags: &["optional"],
+                arguments: &[
+                    arg("protover", "integer"),
+                    Arg {
+                        token: Some("AUTH"),
+                        flags: &["optional"],
+                        arguments: &[arg("username", "string"), arg("password", "string")],
+                        ..arg("username_password", "block")
+                    },
+                    Arg {
+                        token: Some("SETNAME"),
+                        flags: &["optional"],
+                        ..arg("clientname", "string")
+                    },
+                ],
+                ..arg("arguments", "block")
+            }],
+        },
+    ),
+    (
+        "reset",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
         },
     ),
     (
@@ -510,7 +423,7 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "mget",
+        "unlink",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
@@ -521,37 +434,408 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "mset",
+        "type",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "touch",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
                 flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "rename",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("newkey", "key")
+                },
+            ],
+        },
+    ),
+    (
+        "renamenx",
+        MoreDocs {
+            history: &[(
+                "3.2.0",
+                "The command no longer returns an error when source and destination names are the same.",
+            )],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("newkey", "key")
+                },
+            ],
+        },
+    ),
+    (
+        "copy",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("source", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("destination", "key")
+                },
+                Arg {
+                    token: Some("DB"),
+                    flags: &["optional"],
+                    ..arg("destination-db", "integer")
+                },
+                Arg {
+                    token: Some("REPLACE"),
+                    flags: &["optional"],
+                    ..arg("replace", "pure-token")
+                },
+            ],
+        },
+    ),
+    (
+        "keys",
+        MoreDocs {
+            history: &[],
+            arguments: &[arg("pattern", "pattern")],
+        },
+    ),
+    (
+        "randomkey",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "scan",
+        MoreDocs {
+            history: &[("6.0.0", "Added the `TYPE` subcommand.")],
+            arguments: &[
+                arg("cursor", "integer"),
+                Arg {
+                    token: Some("MATCH"),
+                    flags: &["optional"],
+                    ..arg("pattern", "pattern")
+                },
+                Arg {
+                    token: Some("COUNT"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+                Arg {
+                    token: Some("TYPE"),
+                    since: Some("6.0.0"),
+                    flags: &["optional"],
+                    ..arg("type", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "expire",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("seconds", "integer"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "pexpire",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("milliseconds", "integer"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "expireat",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("unix-time-seconds", "unix-time"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "pexpireat",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("unix-time-milliseconds", "unix-time"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "ttl",
+        MoreDocs {
+            history: &[("2.8.0", "Added the -2 reply.")],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "pttl",
+        MoreDocs {
+            history: &[("2.8.0", "Added the -2 reply.")],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "expiretime",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "pexpiretime",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "persist",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "command|list",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                token: Some("FILTERBY"),
+                flags: &["optional"],
                 arguments: &[
                     Arg {
-                        key_spec_index: Some(0),
-                        ..arg("key", "key")
+                        token: Some("MODULE"),
+                        ..arg("module-name", "string")
                     },
-                    arg("value", "string"),
+                    Arg {
+                        token: Some("ACLCAT"),
+                        ..arg("category", "string")
+                    },
+                    Arg {
+                        token: Some("PATTERN"),
+                        ..arg("pattern", "pattern")
+                    },
                 ],
-                ..arg("key_value", "block")
+                ..arg("filterby", "oneof")
             }],
         },
     ),
     (
-        "ping",
+        "command|docs",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
-                flags: &["optional"],
-                ..arg("message", "string")
+                flags: &["optional", "multiple"],
+                ..arg("command-name", "string")
             }],
         },
     ),
     (
-        "echo",
+        "command|count",
         MoreDocs {
             history: &[],
-            arguments: &[arg("message", "string")],
+            arguments: &[],
+        },
+    ),
+    (
+        "command|info",
+        MoreDocs {
+            history: &[(
+                "7.0.0",
+                "Allowed to be called with no argument to get info on all commands.",
+            )],
+            arguments: &[Arg {
+                flags: &["optional", "multiple"],
+                ..arg("command-name", "string")
+            }],
+        },
+    ),
+    (
+        "config|get",
+        MoreDocs {
+            history: &[(
+                "7.0.0",
+                "Added the ability to pass multiple pattern parameters in one call",
+            )],
+            arguments: &[Arg {
+                flags: &["multiple"],
+                arguments: &[arg("parameter", "string")],
+                ..arg("parameter", "block")
+            }],
+        },
+    ),
+    (
+        "config|resetstat",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "config|set",
+        MoreDocs {
+            history: &[(
+                "7.0.0",
+                "Added the ability to set multiple parameters in one call.",
+            )],
+            arguments: &[Arg {
+                flags: &["multiple"],
+                arguments: &[arg("parameter", "string"), arg("value", "string")],
+                ..arg("parameter_value", "block")
+            }],
         },
     ),
     (
@@ -695,76 +979,7 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "auth",
-        MoreDocs {
-            history: &[("6.0.0", "Added ACL style (username and password).")],
-            arguments: &[
-                Arg {
-                    since: Some("6.0.0"),
-                    flags: &["optional"],
-                    ..arg("username", "string")
-                },
-                arg("password", "string"),
-            ],
-        },
-    ),
-    (
-        "quit",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "select",
-        MoreDocs {
-            history: &[],
-            arguments: &[arg("index", "integer")],
-        },
-    ),
-    (
         "config",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "client",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "hello",
-        MoreDocs {
-            history: &[(
-                "6.2.0",
-                "`protover` made optional; when called without arguments the command reports the current connection's context.",
-            )],
-            arguments: &[Arg {
-                flags: &["optional"],
-                arguments: &[
-                    arg("protover", "integer"),
-                    Arg {
-                        token: Some("AUTH"),
-                        flags: &["optional"],
-                        arguments: &[arg("username", "string"), arg("password", "string")],
-                        ..arg("username_password", "block")
-                    },
-                    Arg {
-                        token: Some("SETNAME"),
-                        flags: &["optional"],
-                        ..arg("clientname", "string")
-                    },
-                ],
-                ..arg("arguments", "block")
-            }],
-        },
-    ),
-    (
-        "reset",
         MoreDocs {
             history: &[],
             arguments: &[],
@@ -778,57 +993,7 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "multi",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "exec",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "discard",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "watch",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                flags: &["multiple"],
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "unwatch",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "unlink",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                flags: &["multiple"],
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "type",
+        "get",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
@@ -838,114 +1003,104 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "touch",
+        "set",
         MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                flags: &["multiple"],
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "rename",
-        MoreDocs {
-            history: &[],
+            history: &[
+                ("2.6.12", "Added the `EX`, `PX`, `NX` and `XX` options."),
+                ("6.0.0", "Added the `KEEPTTL` option."),
+                ("6.2.0", "Added the `GET`, `EXAT` and `PXAT` option."),
+                (
+                    "7.0.0",
+                    "Allowed the `NX` and `GET` options to be used together.",
+                ),
+            ],
             arguments: &[
                 Arg {
                     key_spec_index: Some(0),
                     ..arg("key", "key")
                 },
+                arg("value", "string"),
                 Arg {
-                    key_spec_index: Some(1),
-                    ..arg("newkey", "key")
+                    since: Some("2.6.12"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+                Arg {
+                    token: Some("GET"),
+                    since: Some("6.2.0"),
+                    flags: &["optional"],
+                    ..arg("get", "pure-token")
+                },
+                Arg {
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("EX"),
+                            since: Some("2.6.12"),
+                            ..arg("seconds", "integer")
+                        },
+                        Arg {
+                            token: Some("PX"),
+                            since: Some("2.6.12"),
+                            ..arg("milliseconds", "integer")
+                        },
+                        Arg {
+                            token: Some("EXAT"),
+                            since: Some("6.2.0"),
+                            ..arg("unix-time-seconds", "unix-time")
+                        },
+                        Arg {
+                            token: Some("PXAT"),
+                            since: Some("6.2.0"),
+                            ..arg("unix-time-milliseconds", "unix-time")
+                        },
+                        Arg {
+                            token: Some("KEEPTTL"),
+                            since: Some("6.0.0"),
+                            ..arg("keepttl", "pure-token")
+                        },
+                    ],
+                    ..arg("expiration", "oneof")
                 },
             ],
         },
     ),
     (
-        "renamenx",
-        MoreDocs {
-            history: &[(
-                "3.2.0",
-                "The command no longer returns an error when source and destination names are the same.",
-            )],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                Arg {
-                    key_spec_index: Some(1),
-                    ..arg("newkey", "key")
-                },
-            ],
-        },
-    ),
-    (
-        "copy",
+        "mget",
         MoreDocs {
             history: &[],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("source", "key")
-                },
-                Arg {
-                    key_spec_index: Some(1),
-                    ..arg("destination", "key")
-                },
-                Arg {
-                    token: Some("DB"),
-                    flags: &["optional"],
-                    ..arg("destination-db", "integer")
-                },
-                Arg {
-                    token: Some("REPLACE"),
-                    flags: &["optional"],
-                    ..arg("replace", "pure-token")
-                },
-            ],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
         },
     ),
     (
-        "keys",
+        "mset",
         MoreDocs {
             history: &[],
-            arguments: &[arg("pattern", "pattern")],
-        },
-    ),
-    (
-        "randomkey",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "scan",
-        MoreDocs {
-            history: &[("6.0.0", "Added the `TYPE` subcommand.")],
-            arguments: &[
-                arg("cursor", "integer"),
-                Arg {
-                    token: Some("MATCH"),
-                    flags: &["optional"],
-                    ..arg("pattern", "pattern")
-                },
-                Arg {
-                    token: Some("COUNT"),
-                    flags: &["optional"],
-                    ..arg("count", "integer")
-                },
-                Arg {
-                    token: Some("TYPE"),
-                    since: Some("6.0.0"),
-                    flags: &["optional"],
-                    ..arg("type", "string")
-                },
-            ],
+            arguments: &[Arg {
+                flags: &["multiple"],
+                arguments: &[
+                    Arg {
+                        key_spec_index: Some(0),
+                        ..arg("key", "key")
+                    },
+                    arg("value", "string"),
+                ],
+                ..arg("key_value", "block")
+            }],
         },
     ),
     (
@@ -1228,197 +1383,42 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "expire",
+        "multi",
         MoreDocs {
-            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                arg("seconds", "integer"),
-                Arg {
-                    since: Some("7.0.0"),
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("NX"),
-                            ..arg("nx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("XX"),
-                            ..arg("xx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("GT"),
-                            ..arg("gt", "pure-token")
-                        },
-                        Arg {
-                            token: Some("LT"),
-                            ..arg("lt", "pure-token")
-                        },
-                    ],
-                    ..arg("condition", "oneof")
-                },
-            ],
+            history: &[],
+            arguments: &[],
         },
     ),
     (
-        "pexpire",
+        "exec",
         MoreDocs {
-            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                arg("milliseconds", "integer"),
-                Arg {
-                    since: Some("7.0.0"),
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("NX"),
-                            ..arg("nx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("XX"),
-                            ..arg("xx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("GT"),
-                            ..arg("gt", "pure-token")
-                        },
-                        Arg {
-                            token: Some("LT"),
-                            ..arg("lt", "pure-token")
-                        },
-                    ],
-                    ..arg("condition", "oneof")
-                },
-            ],
+            history: &[],
+            arguments: &[],
         },
     ),
     (
-        "expireat",
+        "discard",
         MoreDocs {
-            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                arg("unix-time-seconds", "unix-time"),
-                Arg {
-                    since: Some("7.0.0"),
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("NX"),
-                            ..arg("nx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("XX"),
-                            ..arg("xx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("GT"),
-                            ..arg("gt", "pure-token")
-                        },
-                        Arg {
-                            token: Some("LT"),
-                            ..arg("lt", "pure-token")
-                        },
-                    ],
-                    ..arg("condition", "oneof")
-                },
-            ],
+            history: &[],
+            arguments: &[],
         },
     ),
     (
-        "pexpireat",
-        MoreDocs {
-            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                arg("unix-time-milliseconds", "unix-time"),
-                Arg {
-                    since: Some("7.0.0"),
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("NX"),
-                            ..arg("nx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("XX"),
-                            ..arg("xx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("GT"),
-                            ..arg("gt", "pure-token")
-                        },
-                        Arg {
-                            token: Some("LT"),
-                            ..arg("lt", "pure-token")
-                        },
-                    ],
-                    ..arg("condition", "oneof")
-                },
-            ],
-        },
-    ),
-    (
-        "ttl",
-        MoreDocs {
-            history: &[("2.8.0", "Added the -2 reply.")],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "pttl",
-        MoreDocs {
-            history: &[("2.8.0", "Added the -2 reply.")],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "expiretime",
+        "watch",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
                 key_spec_index: Some(0),
+                flags: &["multiple"],
                 ..arg("key", "key")
             }],
         },
     ),
     (
-        "pexpiretime",
+        "unwatch",
         MoreDocs {
             history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "persist",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
+            arguments: &[],
         },
     ),
 ];
@@ -1474,11 +1474,11 @@ static DEPRECATIONS: &[(&str, Deprecation)] = &[
 #[cfg(test)]
 mod tests {
     use super::more_docs;
-    use crate::resp::table::COMMANDS;
+    use crate::resp::table::commands;
 
     #[test]
     fn every_command_of_the_table_has_its_docs() {
-        for command in COMMANDS {
+        for &command in commands() {
             for entry in std::iter::once(command).chain(command.subcommands) {
                 assert!(
                     more_docs(entry.name).is_some(),
