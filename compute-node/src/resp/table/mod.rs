@@ -8,7 +8,8 @@
 //! The entries are in one file per Redis command group (the docs' `group`),
 //! each a static of that group's commands; [`commands`] lists them all, in
 //! the order of [`GROUPS`], and [`lookup`] finds one by name through a map
-//! built on first use.
+//! built on first use. `scripts/command-table.py` prints entries from a
+//! running redis-server's `COMMAND INFO` and `COMMAND DOCS`.
 
 mod connection;
 mod generic;
