@@ -1,7 +1,132 @@
-//! The generic commands' entries (Redis's `generic` group): the keyspace
-//! and expiry.
+//! The generic commands' entries (Redis's `generic` group): the keyspace,
+//! expiry and OBJECT.
 
 use super::{BeginSearch, CommandInfo, Docs, FindKeys, KeySpec, Kind};
+
+/// OBJECT's subcommands SplitKV has.
+static OBJECT_SUBCOMMANDS: &[CommandInfo] = &[
+    CommandInfo {
+        kind: Kind::ObjectEncoding,
+        name: "object|encoding",
+        arity: 3,
+        flags: &["readonly"],
+        keys: (2, 2, 1),
+        categories: &["@keyspace", "@read", "@slow"],
+        tips: &["nondeterministic_output"],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO"],
+            begin_search: BeginSearch::Index(2),
+            find_keys: FindKeys::Range {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Inspect the internal encoding of a Redis object",
+            since: "2.2.3",
+            group: "generic",
+            complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::ObjectFreq,
+        name: "object|freq",
+        arity: 3,
+        flags: &["readonly"],
+        keys: (2, 2, 1),
+        categories: &["@keyspace", "@read", "@slow"],
+        tips: &["nondeterministic_output"],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO"],
+            begin_search: BeginSearch::Index(2),
+            find_keys: FindKeys::Range {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Get the logarithmic access frequency counter of a Redis object",
+            since: "4.0.0",
+            group: "generic",
+            complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::ObjectIdletime,
+        name: "object|idletime",
+        arity: 3,
+        flags: &["readonly"],
+        keys: (2, 2, 1),
+        categories: &["@keyspace", "@read", "@slow"],
+        tips: &["nondeterministic_output"],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO"],
+            begin_search: BeginSearch::Index(2),
+            find_keys: FindKeys::Range {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Get the time since a Redis object was last accessed",
+            since: "2.2.3",
+            group: "generic",
+            complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::ObjectRefcount,
+        name: "object|refcount",
+        arity: 3,
+        flags: &["readonly"],
+        keys: (2, 2, 1),
+        categories: &["@keyspace", "@read", "@slow"],
+        tips: &["nondeterministic_output"],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO"],
+            begin_search: BeginSearch::Index(2),
+            find_keys: FindKeys::Range {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Get the number of references to the value of the key",
+            since: "2.2.3",
+            group: "generic",
+            complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::ObjectHelp,
+        name: "object|help",
+        arity: 2,
+        flags: &["loading", "stale"],
+        keys: (0, 0, 0),
+        categories: &["@keyspace", "@slow"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Show helpful text about the different subcommands",
+            since: "6.2.0",
+            group: "generic",
+            complexity: Some("O(1)"),
+        },
+    },
+];
 
 /// The generic commands.
 pub(super) static GENERIC_COMMANDS: &[CommandInfo] = &[
@@ -542,6 +667,23 @@ pub(super) static GENERIC_COMMANDS: &[CommandInfo] = &[
             since: "2.2.0",
             group: "generic",
             complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Object,
+        name: "object",
+        arity: -2,
+        flags: &[],
+        keys: (0, 0, 0),
+        categories: &["@slow"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: OBJECT_SUBCOMMANDS,
+        docs: Docs {
+            summary: "A container for object introspection commands",
+            since: "2.2.3",
+            group: "generic",
+            complexity: Some("Depends on subcommand."),
         },
     },
 ];

@@ -13,7 +13,12 @@
 
 mod connection;
 mod generic;
+mod hash;
+mod list;
 mod server;
+mod set;
+mod sorted_set;
+mod sorted_set_ops;
 mod string;
 mod transactions;
 
@@ -104,6 +109,107 @@ pub enum Kind {
     Expiretime,
     Pexpiretime,
     Persist,
+    // OBJECT and its subcommands (generic).
+    Object,
+    ObjectEncoding,
+    ObjectFreq,
+    ObjectIdletime,
+    ObjectRefcount,
+    ObjectHelp,
+    // Hashes.
+    Hset,
+    Hsetnx,
+    Hmset,
+    Hget,
+    Hmget,
+    Hgetall,
+    Hdel,
+    Hlen,
+    Hexists,
+    Hkeys,
+    Hvals,
+    Hstrlen,
+    Hincrby,
+    Hincrbyfloat,
+    Hrandfield,
+    Hscan,
+    // Lists.
+    Lpush,
+    Rpush,
+    Lpushx,
+    Rpushx,
+    Lpop,
+    Rpop,
+    Llen,
+    Lrange,
+    Lindex,
+    Lset,
+    Linsert,
+    Lrem,
+    Ltrim,
+    Lpos,
+    Lmove,
+    Rpoplpush,
+    Lmpop,
+    Blpop,
+    Brpop,
+    Blmove,
+    Brpoplpush,
+    Blmpop,
+    // Sets.
+    Sadd,
+    Srem,
+    Smembers,
+    Sismember,
+    Smismember,
+    Scard,
+    Spop,
+    Srandmember,
+    Smove,
+    Sinter,
+    Sunion,
+    Sdiff,
+    Sinterstore,
+    Sunionstore,
+    Sdiffstore,
+    Sintercard,
+    Sscan,
+    // Sorted sets.
+    Zadd,
+    Zincrby,
+    Zrem,
+    Zscore,
+    Zmscore,
+    Zcard,
+    Zcount,
+    Zlexcount,
+    Zrange,
+    Zrangestore,
+    Zrevrange,
+    Zrangebyscore,
+    Zrevrangebyscore,
+    Zrangebylex,
+    Zrevrangebylex,
+    Zrank,
+    Zrevrank,
+    Zremrangebyrank,
+    Zremrangebyscore,
+    Zremrangebylex,
+    Zpopmin,
+    Zpopmax,
+    Bzpopmin,
+    Bzpopmax,
+    Zmpop,
+    Bzmpop,
+    Zunion,
+    Zinter,
+    Zdiff,
+    Zunionstore,
+    Zinterstore,
+    Zdiffstore,
+    Zintercard,
+    Zrandmember,
+    Zscan,
 }
 
 /// One key specification, as `COMMAND INFO` reports it: where the search
@@ -163,10 +269,6 @@ pub enum FindKeys {
         limit: i64,
     },
     /// An argument tells how many keys there are (Redis's `keynum`).
-    #[allow(
-        dead_code,
-        reason = "Redis's form for a counted list of keys (ZUNION's); no command of the table has it yet"
-    )]
     Keynum {
         /// The argument with the number of keys, relative to where the
         /// search began.
@@ -248,6 +350,11 @@ impl CommandInfo {
 pub static GROUPS: &[&[CommandInfo]] = &[
     string::STRING_COMMANDS,
     generic::GENERIC_COMMANDS,
+    hash::HASH_COMMANDS,
+    list::LIST_COMMANDS,
+    set::SET_COMMANDS,
+    sorted_set::SORTED_SET_COMMANDS,
+    sorted_set_ops::SORTED_SET_OPS_COMMANDS,
     transactions::TRANSACTIONS_COMMANDS,
     connection::CONNECTION_COMMANDS,
     server::SERVER_COMMANDS,
@@ -360,11 +467,17 @@ mod tests {
                 ));
             }
         }
-        assert!(lookup(b"hset").is_none());
+        assert!(lookup(b"nosuch").is_none());
         assert!(lookup(b"").is_none());
         assert!(lookup(&[b'z'; LONGEST_NAME + 1]).is_none());
-        assert!(lookup("gét".as_bytes()).is_none());
-        assert_eq!(lookup(b"GeT").expect("get").kind, Kind::Get);
+        assert!(lookup("zünion".as_bytes()).is_none());
+        assert_eq!(lookup(b"ZunIoN").expect("zunion").kind, Kind::Zunion);
+        assert_eq!(
+            lookup_full(b"OBJECT|Encoding")
+                .expect("object|encoding")
+                .kind,
+            Kind::ObjectEncoding
+        );
         assert!(lookup_full(b"client|pause").is_none());
     }
 
@@ -378,5 +491,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn commands_whose_keys_an_argument_counts_say_so() {
+        for name in [
+            "zunion",
+            "zinter",
+            "zdiff",
+            "zintercard",
+            "sintercard",
+            "lmpop",
+            "zmpop",
+        ] {
+            let spec = &lookup(name.as_bytes()).expect(name).key_specs[0];
+            assert!(matches!(spec.begin_search, BeginSearch::Index(1)), "{name}");
+            assert!(
+                matches!(
+                    spec.find_keys,
+                    FindKeys::Keynum {
+                        keynumidx: 0,
+                        firstkey: 1,
+                        keystep: 1
+                    }
+                ),
+                "{name}"
+            );
+        }
+        let blmpop = &lookup(b"blmpop").expect("blmpop").key_specs[0];
+        assert!(matches!(blmpop.begin_search, BeginSearch::Index(2)));
     }
 }
