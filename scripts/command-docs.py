@@ -4,7 +4,12 @@ lists that COMMAND DOCS gives for each command SplitKV has (and for
 FLUSHALL and FLUSHDB), read from a running redis-server.
 
 Usage: scripts/command-docs.py PORT > compute-node/src/resp/command_docs.rs
-       (then cargo fmt). The names come from compute-node/src/resp/table.rs.
+       (then cargo fmt). The names come from every file of the command
+       table, compute-node/src/resp/table/*.rs (in file name order).
+Start a throwaway server for it, e.g.
+    redis-server --port 7391 --save '' --appendonly no --daemonize yes
+    ...
+    redis-cli -p 7391 shutdown nosave
 """
 
 import pathlib
@@ -13,7 +18,7 @@ import socket
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-TABLE = ROOT / "compute-node" / "src" / "resp" / "table.rs"
+TABLE = ROOT / "compute-node" / "src" / "resp" / "table"
 EXTRA = ["flushall", "flushdb"]
 
 # Commands newer than the redis-server at hand (Redis 7.2's CLIENT SETINFO
@@ -126,8 +131,9 @@ def deprecation(name, docs):
 
 def main():
     port = int(sys.argv[1])
-    table = TABLE.read_text()
-    names = re.findall(r'^\s*name: "([a-z|-]+)",$', table, re.M)
+    names = []
+    for path in sorted(TABLE.glob("*.rs")):
+        names += re.findall(r'^\s*name: "([a-z|-]+)",$', path.read_text(), re.M)
     names += [n for n in EXTRA if n not in names]
     sock = socket.create_connection(("127.0.0.1", port))
     f = sock.makefile("rb")
@@ -250,11 +256,11 @@ FOOTER = """
 #[cfg(test)]
 mod tests {
     use super::more_docs;
-    use crate::resp::table::COMMANDS;
+    use crate::resp::table::commands;
 
     #[test]
     fn every_command_of_the_table_has_its_docs() {
-        for command in COMMANDS {
+        for &command in commands() {
             for entry in std::iter::once(command).chain(command.subcommands) {
                 assert!(
                     more_docs(entry.name).is_some(),

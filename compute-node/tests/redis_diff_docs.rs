@@ -17,9 +17,10 @@ mod support;
 use diff::{Connection, Pair, Reply, Step, by_shape, exact};
 
 /// Containers: Redis's COMMAND DOCS lists every subcommand Redis has
-/// under them, SplitKV's only its own, so each subcommand is compared on
-/// its own instead.
-const CONTAINERS: &[&str] = &["client", "config", "command"];
+/// under them, SplitKV's only its own (and OBJECT's all of them, but
+/// Redis in the order of its hash table), so each subcommand is compared
+/// on its own instead.
+const CONTAINERS: &[&str] = &["client", "config", "command", "object"];
 
 /// Subcommands newer than the Redis 7.0 the tests run against (Redis 7.2's
 /// CLIENT SETINFO and CLIENT NO-TOUCH): that server has no docs for them.

@@ -136,7 +136,7 @@ fn the_commands_work_with_a_real_client() {
 fn errors_keep_the_connection() {
     let server = start(None);
     let mut con = client(&server);
-    let err = redis::cmd("HSET")
+    let err = redis::cmd("NOSUCHCOMMAND")
         .query::<()>(&mut con)
         .expect_err("unknown command");
     assert!(err.to_string().contains("unknown command"), "{err}");

@@ -65,96 +65,6 @@ const fn arg(name: &'static str, kind: &'static str) -> Arg {
 /// Every command's history and arguments, by name.
 static MORE_DOCS: &[(&str, MoreDocs)] = &[
     (
-        "command|list",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                token: Some("FILTERBY"),
-                flags: &["optional"],
-                arguments: &[
-                    Arg {
-                        token: Some("MODULE"),
-                        ..arg("module-name", "string")
-                    },
-                    Arg {
-                        token: Some("ACLCAT"),
-                        ..arg("category", "string")
-                    },
-                    Arg {
-                        token: Some("PATTERN"),
-                        ..arg("pattern", "pattern")
-                    },
-                ],
-                ..arg("filterby", "oneof")
-            }],
-        },
-    ),
-    (
-        "command|docs",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                flags: &["optional", "multiple"],
-                ..arg("command-name", "string")
-            }],
-        },
-    ),
-    (
-        "command|count",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "command|info",
-        MoreDocs {
-            history: &[(
-                "7.0.0",
-                "Allowed to be called with no argument to get info on all commands.",
-            )],
-            arguments: &[Arg {
-                flags: &["optional", "multiple"],
-                ..arg("command-name", "string")
-            }],
-        },
-    ),
-    (
-        "config|get",
-        MoreDocs {
-            history: &[(
-                "7.0.0",
-                "Added the ability to pass multiple pattern parameters in one call",
-            )],
-            arguments: &[Arg {
-                flags: &["multiple"],
-                arguments: &[arg("parameter", "string")],
-                ..arg("parameter", "block")
-            }],
-        },
-    ),
-    (
-        "config|resetstat",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "config|set",
-        MoreDocs {
-            history: &[(
-                "7.0.0",
-                "Added the ability to set multiple parameters in one call.",
-            )],
-            arguments: &[Arg {
-                flags: &["multiple"],
-                arguments: &[arg("parameter", "string"), arg("value", "string")],
-                ..arg("parameter_value", "block")
-            }],
-        },
-    ),
-    (
         "client|list",
         MoreDocs {
             history: &[
@@ -405,7 +315,93 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "get",
+        "ping",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                flags: &["optional"],
+                ..arg("message", "string")
+            }],
+        },
+    ),
+    (
+        "echo",
+        MoreDocs {
+            history: &[],
+            arguments: &[arg("message", "string")],
+        },
+    ),
+    (
+        "auth",
+        MoreDocs {
+            history: &[("6.0.0", "Added ACL style (username and password).")],
+            arguments: &[
+                Arg {
+                    since: Some("6.0.0"),
+                    flags: &["optional"],
+                    ..arg("username", "string")
+                },
+                arg("password", "string"),
+            ],
+        },
+    ),
+    (
+        "quit",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "select",
+        MoreDocs {
+            history: &[],
+            arguments: &[arg("index", "integer")],
+        },
+    ),
+    (
+        "client",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "hello",
+        MoreDocs {
+            history: &[(
+                "6.2.0",
+                "`protover` made optional; when called without arguments the command reports the current connection's context.",
+            )],
+            arguments: &[Arg {
+                flags: &["optional"],
+                arguments: &[
+                    arg("protover", "integer"),
+                    Arg {
+                        token: Some("AUTH"),
+                        flags: &["optional"],
+                        arguments: &[arg("username", "string"), arg("password", "string")],
+                        ..arg("username_password", "block")
+                    },
+                    Arg {
+                        token: Some("SETNAME"),
+                        flags: &["optional"],
+                        ..arg("clientname", "string")
+                    },
+                ],
+                ..arg("arguments", "block")
+            }],
+        },
+    ),
+    (
+        "reset",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "object|encoding",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
@@ -415,76 +411,40 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "set",
+        "object|freq",
         MoreDocs {
-            history: &[
-                ("2.6.12", "Added the `EX`, `PX`, `NX` and `XX` options."),
-                ("6.0.0", "Added the `KEEPTTL` option."),
-                ("6.2.0", "Added the `GET`, `EXAT` and `PXAT` option."),
-                (
-                    "7.0.0",
-                    "Allowed the `NX` and `GET` options to be used together.",
-                ),
-            ],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                arg("value", "string"),
-                Arg {
-                    since: Some("2.6.12"),
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("NX"),
-                            ..arg("nx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("XX"),
-                            ..arg("xx", "pure-token")
-                        },
-                    ],
-                    ..arg("condition", "oneof")
-                },
-                Arg {
-                    token: Some("GET"),
-                    since: Some("6.2.0"),
-                    flags: &["optional"],
-                    ..arg("get", "pure-token")
-                },
-                Arg {
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("EX"),
-                            since: Some("2.6.12"),
-                            ..arg("seconds", "integer")
-                        },
-                        Arg {
-                            token: Some("PX"),
-                            since: Some("2.6.12"),
-                            ..arg("milliseconds", "integer")
-                        },
-                        Arg {
-                            token: Some("EXAT"),
-                            since: Some("6.2.0"),
-                            ..arg("unix-time-seconds", "unix-time")
-                        },
-                        Arg {
-                            token: Some("PXAT"),
-                            since: Some("6.2.0"),
-                            ..arg("unix-time-milliseconds", "unix-time")
-                        },
-                        Arg {
-                            token: Some("KEEPTTL"),
-                            since: Some("6.0.0"),
-                            ..arg("keepttl", "pure-token")
-                        },
-                    ],
-                    ..arg("expiration", "oneof")
-                },
-            ],
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "object|idletime",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "object|refcount",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "object|help",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
         },
     ),
     (
@@ -510,7 +470,7 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "mget",
+        "unlink",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
@@ -521,37 +481,1101 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "mset",
+        "type",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "touch",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
                 flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "rename",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("newkey", "key")
+                },
+            ],
+        },
+    ),
+    (
+        "renamenx",
+        MoreDocs {
+            history: &[(
+                "3.2.0",
+                "The command no longer returns an error when source and destination names are the same.",
+            )],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("newkey", "key")
+                },
+            ],
+        },
+    ),
+    (
+        "copy",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("source", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("destination", "key")
+                },
+                Arg {
+                    token: Some("DB"),
+                    flags: &["optional"],
+                    ..arg("destination-db", "integer")
+                },
+                Arg {
+                    token: Some("REPLACE"),
+                    flags: &["optional"],
+                    ..arg("replace", "pure-token")
+                },
+            ],
+        },
+    ),
+    (
+        "keys",
+        MoreDocs {
+            history: &[],
+            arguments: &[arg("pattern", "pattern")],
+        },
+    ),
+    (
+        "randomkey",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "scan",
+        MoreDocs {
+            history: &[("6.0.0", "Added the `TYPE` subcommand.")],
+            arguments: &[
+                arg("cursor", "integer"),
+                Arg {
+                    token: Some("MATCH"),
+                    flags: &["optional"],
+                    ..arg("pattern", "pattern")
+                },
+                Arg {
+                    token: Some("COUNT"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+                Arg {
+                    token: Some("TYPE"),
+                    since: Some("6.0.0"),
+                    flags: &["optional"],
+                    ..arg("type", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "expire",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("seconds", "integer"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "pexpire",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("milliseconds", "integer"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "expireat",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("unix-time-seconds", "unix-time"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "pexpireat",
+        MoreDocs {
+            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("unix-time-milliseconds", "unix-time"),
+                Arg {
+                    since: Some("7.0.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "ttl",
+        MoreDocs {
+            history: &[("2.8.0", "Added the -2 reply.")],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "pttl",
+        MoreDocs {
+            history: &[("2.8.0", "Added the -2 reply.")],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "expiretime",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "pexpiretime",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "persist",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "object",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "hset",
+        MoreDocs {
+            history: &[("4.0.0", "Accepts multiple `field` and `value` arguments.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    arguments: &[arg("field", "string"), arg("value", "string")],
+                    ..arg("field_value", "block")
+                },
+            ],
+        },
+    ),
+    (
+        "hsetnx",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("field", "string"),
+                arg("value", "string"),
+            ],
+        },
+    ),
+    (
+        "hmset",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    arguments: &[arg("field", "string"), arg("value", "string")],
+                    ..arg("field_value", "block")
+                },
+            ],
+        },
+    ),
+    (
+        "hget",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("field", "string"),
+            ],
+        },
+    ),
+    (
+        "hmget",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    ..arg("field", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "hgetall",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "hdel",
+        MoreDocs {
+            history: &[("2.4.0", "Accepts multiple `field` arguments.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    ..arg("field", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "hlen",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "hexists",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("field", "string"),
+            ],
+        },
+    ),
+    (
+        "hkeys",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "hvals",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "hstrlen",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("field", "string"),
+            ],
+        },
+    ),
+    (
+        "hincrby",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("field", "string"),
+                arg("increment", "integer"),
+            ],
+        },
+    ),
+    (
+        "hincrbyfloat",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("field", "string"),
+                arg("increment", "double"),
+            ],
+        },
+    ),
+    (
+        "hrandfield",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["optional"],
+                    arguments: &[
+                        arg("count", "integer"),
+                        Arg {
+                            token: Some("WITHVALUES"),
+                            flags: &["optional"],
+                            ..arg("withvalues", "pure-token")
+                        },
+                    ],
+                    ..arg("options", "block")
+                },
+            ],
+        },
+    ),
+    (
+        "hscan",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("cursor", "integer"),
+                Arg {
+                    token: Some("MATCH"),
+                    flags: &["optional"],
+                    ..arg("pattern", "pattern")
+                },
+                Arg {
+                    token: Some("COUNT"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "lpush",
+        MoreDocs {
+            history: &[("2.4.0", "Accepts multiple `element` arguments.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    ..arg("element", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "rpush",
+        MoreDocs {
+            history: &[("2.4.0", "Accepts multiple `element` arguments.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    ..arg("element", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "lpushx",
+        MoreDocs {
+            history: &[("4.0.0", "Accepts multiple `element` arguments.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    ..arg("element", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "rpushx",
+        MoreDocs {
+            history: &[("4.0.0", "Accepts multiple `element` arguments.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    ..arg("element", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "lpop",
+        MoreDocs {
+            history: &[("6.2.0", "Added the `count` argument.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    since: Some("6.2.0"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "rpop",
+        MoreDocs {
+            history: &[("6.2.0", "Added the `count` argument.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    since: Some("6.2.0"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "llen",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "lrange",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("start", "integer"),
+                arg("stop", "integer"),
+            ],
+        },
+    ),
+    (
+        "lindex",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("index", "integer"),
+            ],
+        },
+    ),
+    (
+        "lset",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("index", "integer"),
+                arg("element", "string"),
+            ],
+        },
+    ),
+    (
+        "linsert",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    arguments: &[
+                        Arg {
+                            token: Some("BEFORE"),
+                            ..arg("before", "pure-token")
+                        },
+                        Arg {
+                            token: Some("AFTER"),
+                            ..arg("after", "pure-token")
+                        },
+                    ],
+                    ..arg("where", "oneof")
+                },
+                arg("pivot", "string"),
+                arg("element", "string"),
+            ],
+        },
+    ),
+    (
+        "lrem",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("count", "integer"),
+                arg("element", "string"),
+            ],
+        },
+    ),
+    (
+        "ltrim",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("start", "integer"),
+                arg("stop", "integer"),
+            ],
+        },
+    ),
+    (
+        "lpos",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("element", "string"),
+                Arg {
+                    token: Some("RANK"),
+                    flags: &["optional"],
+                    ..arg("rank", "integer")
+                },
+                Arg {
+                    token: Some("COUNT"),
+                    flags: &["optional"],
+                    ..arg("num-matches", "integer")
+                },
+                Arg {
+                    token: Some("MAXLEN"),
+                    flags: &["optional"],
+                    ..arg("len", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "lmove",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("source", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("destination", "key")
+                },
+                Arg {
+                    arguments: &[
+                        Arg {
+                            token: Some("LEFT"),
+                            ..arg("left", "pure-token")
+                        },
+                        Arg {
+                            token: Some("RIGHT"),
+                            ..arg("right", "pure-token")
+                        },
+                    ],
+                    ..arg("wherefrom", "oneof")
+                },
+                Arg {
+                    arguments: &[
+                        Arg {
+                            token: Some("LEFT"),
+                            ..arg("left", "pure-token")
+                        },
+                        Arg {
+                            token: Some("RIGHT"),
+                            ..arg("right", "pure-token")
+                        },
+                    ],
+                    ..arg("whereto", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "rpoplpush",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("source", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("destination", "key")
+                },
+            ],
+        },
+    ),
+    (
+        "lmpop",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    arguments: &[
+                        Arg {
+                            token: Some("LEFT"),
+                            ..arg("left", "pure-token")
+                        },
+                        Arg {
+                            token: Some("RIGHT"),
+                            ..arg("right", "pure-token")
+                        },
+                    ],
+                    ..arg("where", "oneof")
+                },
+                Arg {
+                    token: Some("COUNT"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "blpop",
+        MoreDocs {
+            history: &[(
+                "6.0.0",
+                "`timeout` is interpreted as a double instead of an integer.",
+            )],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                arg("timeout", "double"),
+            ],
+        },
+    ),
+    (
+        "brpop",
+        MoreDocs {
+            history: &[(
+                "6.0.0",
+                "`timeout` is interpreted as a double instead of an integer.",
+            )],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                arg("timeout", "double"),
+            ],
+        },
+    ),
+    (
+        "blmove",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("source", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("destination", "key")
+                },
+                Arg {
+                    arguments: &[
+                        Arg {
+                            token: Some("LEFT"),
+                            ..arg("left", "pure-token")
+                        },
+                        Arg {
+                            token: Some("RIGHT"),
+                            ..arg("right", "pure-token")
+                        },
+                    ],
+                    ..arg("wherefrom", "oneof")
+                },
+                Arg {
+                    arguments: &[
+                        Arg {
+                            token: Some("LEFT"),
+                            ..arg("left", "pure-token")
+                        },
+                        Arg {
+                            token: Some("RIGHT"),
+                            ..arg("right", "pure-token")
+                        },
+                    ],
+                    ..arg("whereto", "oneof")
+                },
+                arg("timeout", "double"),
+            ],
+        },
+    ),
+    (
+        "brpoplpush",
+        MoreDocs {
+            history: &[(
+                "6.0.0",
+                "`timeout` is interpreted as a double instead of an integer.",
+            )],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("source", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("destination", "key")
+                },
+                arg("timeout", "double"),
+            ],
+        },
+    ),
+    (
+        "blmpop",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                arg("timeout", "double"),
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    arguments: &[
+                        Arg {
+                            token: Some("LEFT"),
+                            ..arg("left", "pure-token")
+                        },
+                        Arg {
+                            token: Some("RIGHT"),
+                            ..arg("right", "pure-token")
+                        },
+                    ],
+                    ..arg("where", "oneof")
+                },
+                Arg {
+                    token: Some("COUNT"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "command|list",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                token: Some("FILTERBY"),
+                flags: &["optional"],
                 arguments: &[
                     Arg {
-                        key_spec_index: Some(0),
-                        ..arg("key", "key")
+                        token: Some("MODULE"),
+                        ..arg("module-name", "string")
                     },
-                    arg("value", "string"),
+                    Arg {
+                        token: Some("ACLCAT"),
+                        ..arg("category", "string")
+                    },
+                    Arg {
+                        token: Some("PATTERN"),
+                        ..arg("pattern", "pattern")
+                    },
                 ],
-                ..arg("key_value", "block")
+                ..arg("filterby", "oneof")
             }],
         },
     ),
     (
-        "ping",
+        "command|docs",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
-                flags: &["optional"],
-                ..arg("message", "string")
+                flags: &["optional", "multiple"],
+                ..arg("command-name", "string")
             }],
         },
     ),
     (
-        "echo",
+        "command|count",
         MoreDocs {
             history: &[],
-            arguments: &[arg("message", "string")],
+            arguments: &[],
+        },
+    ),
+    (
+        "command|info",
+        MoreDocs {
+            history: &[(
+                "7.0.0",
+                "Allowed to be called with no argument to get info on all commands.",
+            )],
+            arguments: &[Arg {
+                flags: &["optional", "multiple"],
+                ..arg("command-name", "string")
+            }],
+        },
+    ),
+    (
+        "config|get",
+        MoreDocs {
+            history: &[(
+                "7.0.0",
+                "Added the ability to pass multiple pattern parameters in one call",
+            )],
+            arguments: &[Arg {
+                flags: &["multiple"],
+                arguments: &[arg("parameter", "string")],
+                ..arg("parameter", "block")
+            }],
+        },
+    ),
+    (
+        "config|resetstat",
+        MoreDocs {
+            history: &[],
+            arguments: &[],
+        },
+    ),
+    (
+        "config|set",
+        MoreDocs {
+            history: &[(
+                "7.0.0",
+                "Added the ability to set multiple parameters in one call.",
+            )],
+            arguments: &[Arg {
+                flags: &["multiple"],
+                arguments: &[arg("parameter", "string"), arg("value", "string")],
+                ..arg("parameter_value", "block")
+            }],
         },
     ),
     (
@@ -695,76 +1719,7 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "auth",
-        MoreDocs {
-            history: &[("6.0.0", "Added ACL style (username and password).")],
-            arguments: &[
-                Arg {
-                    since: Some("6.0.0"),
-                    flags: &["optional"],
-                    ..arg("username", "string")
-                },
-                arg("password", "string"),
-            ],
-        },
-    ),
-    (
-        "quit",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "select",
-        MoreDocs {
-            history: &[],
-            arguments: &[arg("index", "integer")],
-        },
-    ),
-    (
         "config",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "client",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "hello",
-        MoreDocs {
-            history: &[(
-                "6.2.0",
-                "`protover` made optional; when called without arguments the command reports the current connection's context.",
-            )],
-            arguments: &[Arg {
-                flags: &["optional"],
-                arguments: &[
-                    arg("protover", "integer"),
-                    Arg {
-                        token: Some("AUTH"),
-                        flags: &["optional"],
-                        arguments: &[arg("username", "string"), arg("password", "string")],
-                        ..arg("username_password", "block")
-                    },
-                    Arg {
-                        token: Some("SETNAME"),
-                        flags: &["optional"],
-                        ..arg("clientname", "string")
-                    },
-                ],
-                ..arg("arguments", "block")
-            }],
-        },
-    ),
-    (
-        "reset",
         MoreDocs {
             history: &[],
             arguments: &[],
@@ -778,57 +1733,39 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "multi",
+        "sadd",
         MoreDocs {
-            history: &[],
-            arguments: &[],
+            history: &[("2.4.0", "Accepts multiple `member` arguments.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    ..arg("member", "string")
+                },
+            ],
         },
     ),
     (
-        "exec",
+        "srem",
         MoreDocs {
-            history: &[],
-            arguments: &[],
+            history: &[("2.4.0", "Accepts multiple `member` arguments.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    ..arg("member", "string")
+                },
+            ],
         },
     ),
     (
-        "discard",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "watch",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                flags: &["multiple"],
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "unwatch",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "unlink",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                flags: &["multiple"],
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "type",
+        "smembers",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
@@ -838,18 +1775,20 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "touch",
+        "sismember",
         MoreDocs {
             history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                flags: &["multiple"],
-                ..arg("key", "key")
-            }],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("member", "string"),
+            ],
         },
     ),
     (
-        "rename",
+        "smismember",
         MoreDocs {
             history: &[],
             arguments: &[
@@ -858,33 +1797,58 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
                     ..arg("key", "key")
                 },
                 Arg {
-                    key_spec_index: Some(1),
-                    ..arg("newkey", "key")
+                    flags: &["multiple"],
+                    ..arg("member", "string")
                 },
             ],
         },
     ),
     (
-        "renamenx",
+        "scard",
         MoreDocs {
-            history: &[(
-                "3.2.0",
-                "The command no longer returns an error when source and destination names are the same.",
-            )],
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "spop",
+        MoreDocs {
+            history: &[("3.2.0", "Added the `count` argument.")],
             arguments: &[
                 Arg {
                     key_spec_index: Some(0),
                     ..arg("key", "key")
                 },
                 Arg {
-                    key_spec_index: Some(1),
-                    ..arg("newkey", "key")
+                    since: Some("3.2.0"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
                 },
             ],
         },
     ),
     (
-        "copy",
+        "srandmember",
+        MoreDocs {
+            history: &[("2.6.0", "Added the optional `count` argument.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    since: Some("2.6.0"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "smove",
         MoreDocs {
             history: &[],
             arguments: &[
@@ -896,38 +1860,122 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
                     key_spec_index: Some(1),
                     ..arg("destination", "key")
                 },
+                arg("member", "string"),
+            ],
+        },
+    ),
+    (
+        "sinter",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "sunion",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "sdiff",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "sinterstore",
+        MoreDocs {
+            history: &[],
+            arguments: &[
                 Arg {
-                    token: Some("DB"),
-                    flags: &["optional"],
-                    ..arg("destination-db", "integer")
+                    key_spec_index: Some(0),
+                    ..arg("destination", "key")
                 },
                 Arg {
-                    token: Some("REPLACE"),
-                    flags: &["optional"],
-                    ..arg("replace", "pure-token")
+                    key_spec_index: Some(1),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
                 },
             ],
         },
     ),
     (
-        "keys",
+        "sunionstore",
         MoreDocs {
             history: &[],
-            arguments: &[arg("pattern", "pattern")],
-        },
-    ),
-    (
-        "randomkey",
-        MoreDocs {
-            history: &[],
-            arguments: &[],
-        },
-    ),
-    (
-        "scan",
-        MoreDocs {
-            history: &[("6.0.0", "Added the `TYPE` subcommand.")],
             arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("destination", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+            ],
+        },
+    ),
+    (
+        "sdiffstore",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("destination", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+            ],
+        },
+    ),
+    (
+        "sintercard",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    token: Some("LIMIT"),
+                    flags: &["optional"],
+                    ..arg("limit", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "sscan",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
                 arg("cursor", "integer"),
                 Arg {
                     token: Some("MATCH"),
@@ -939,13 +1987,953 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
                     flags: &["optional"],
                     ..arg("count", "integer")
                 },
+            ],
+        },
+    ),
+    (
+        "zadd",
+        MoreDocs {
+            history: &[
+                ("2.4.0", "Accepts multiple elements."),
+                ("3.0.2", "Added the `XX`, `NX`, `CH` and `INCR` options."),
+                ("6.2.0", "Added the `GT` and `LT` options."),
+            ],
+            arguments: &[
                 Arg {
-                    token: Some("TYPE"),
-                    since: Some("6.0.0"),
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    since: Some("3.0.2"),
                     flags: &["optional"],
-                    ..arg("type", "string")
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+                Arg {
+                    since: Some("6.2.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("GT"),
+                            ..arg("gt", "pure-token")
+                        },
+                        Arg {
+                            token: Some("LT"),
+                            ..arg("lt", "pure-token")
+                        },
+                    ],
+                    ..arg("comparison", "oneof")
+                },
+                Arg {
+                    token: Some("CH"),
+                    since: Some("3.0.2"),
+                    flags: &["optional"],
+                    ..arg("change", "pure-token")
+                },
+                Arg {
+                    token: Some("INCR"),
+                    since: Some("3.0.2"),
+                    flags: &["optional"],
+                    ..arg("increment", "pure-token")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    arguments: &[arg("score", "double"), arg("member", "string")],
+                    ..arg("score_member", "block")
                 },
             ],
+        },
+    ),
+    (
+        "zincrby",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("increment", "integer"),
+                arg("member", "string"),
+            ],
+        },
+    ),
+    (
+        "zrem",
+        MoreDocs {
+            history: &[("2.4.0", "Accepts multiple elements.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    ..arg("member", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "zscore",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("member", "string"),
+            ],
+        },
+    ),
+    (
+        "zmscore",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["multiple"],
+                    ..arg("member", "string")
+                },
+            ],
+        },
+    ),
+    (
+        "zcard",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "zcount",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("min", "double"),
+                arg("max", "double"),
+            ],
+        },
+    ),
+    (
+        "zlexcount",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("min", "string"),
+                arg("max", "string"),
+            ],
+        },
+    ),
+    (
+        "zrange",
+        MoreDocs {
+            history: &[(
+                "6.2.0",
+                "Added the `REV`, `BYSCORE`, `BYLEX` and `LIMIT` options.",
+            )],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("start", "string"),
+                arg("stop", "string"),
+                Arg {
+                    since: Some("6.2.0"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("BYSCORE"),
+                            ..arg("byscore", "pure-token")
+                        },
+                        Arg {
+                            token: Some("BYLEX"),
+                            ..arg("bylex", "pure-token")
+                        },
+                    ],
+                    ..arg("sortby", "oneof")
+                },
+                Arg {
+                    token: Some("REV"),
+                    since: Some("6.2.0"),
+                    flags: &["optional"],
+                    ..arg("rev", "pure-token")
+                },
+                Arg {
+                    token: Some("LIMIT"),
+                    since: Some("6.2.0"),
+                    flags: &["optional"],
+                    arguments: &[arg("offset", "integer"), arg("count", "integer")],
+                    ..arg("offset_count", "block")
+                },
+                Arg {
+                    token: Some("WITHSCORES"),
+                    flags: &["optional"],
+                    ..arg("withscores", "pure-token")
+                },
+            ],
+        },
+    ),
+    (
+        "zrangestore",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("dst", "key")
+                },
+                Arg {
+                    key_spec_index: Some(1),
+                    ..arg("src", "key")
+                },
+                arg("min", "string"),
+                arg("max", "string"),
+                Arg {
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("BYSCORE"),
+                            ..arg("byscore", "pure-token")
+                        },
+                        Arg {
+                            token: Some("BYLEX"),
+                            ..arg("bylex", "pure-token")
+                        },
+                    ],
+                    ..arg("sortby", "oneof")
+                },
+                Arg {
+                    token: Some("REV"),
+                    flags: &["optional"],
+                    ..arg("rev", "pure-token")
+                },
+                Arg {
+                    token: Some("LIMIT"),
+                    flags: &["optional"],
+                    arguments: &[arg("offset", "integer"), arg("count", "integer")],
+                    ..arg("offset_count", "block")
+                },
+            ],
+        },
+    ),
+    (
+        "zrevrange",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("start", "integer"),
+                arg("stop", "integer"),
+                Arg {
+                    token: Some("WITHSCORES"),
+                    flags: &["optional"],
+                    ..arg("withscores", "pure-token")
+                },
+            ],
+        },
+    ),
+    (
+        "zrangebyscore",
+        MoreDocs {
+            history: &[("2.0.0", "Added the `WITHSCORES` modifier.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("min", "double"),
+                arg("max", "double"),
+                Arg {
+                    token: Some("WITHSCORES"),
+                    since: Some("2.0.0"),
+                    flags: &["optional"],
+                    ..arg("withscores", "pure-token")
+                },
+                Arg {
+                    token: Some("LIMIT"),
+                    flags: &["optional"],
+                    arguments: &[arg("offset", "integer"), arg("count", "integer")],
+                    ..arg("offset_count", "block")
+                },
+            ],
+        },
+    ),
+    (
+        "zrevrangebyscore",
+        MoreDocs {
+            history: &[("2.1.6", "`min` and `max` can be exclusive.")],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("max", "double"),
+                arg("min", "double"),
+                Arg {
+                    token: Some("WITHSCORES"),
+                    flags: &["optional"],
+                    ..arg("withscores", "pure-token")
+                },
+                Arg {
+                    token: Some("LIMIT"),
+                    flags: &["optional"],
+                    arguments: &[arg("offset", "integer"), arg("count", "integer")],
+                    ..arg("offset_count", "block")
+                },
+            ],
+        },
+    ),
+    (
+        "zrangebylex",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("min", "string"),
+                arg("max", "string"),
+                Arg {
+                    token: Some("LIMIT"),
+                    flags: &["optional"],
+                    arguments: &[arg("offset", "integer"), arg("count", "integer")],
+                    ..arg("offset_count", "block")
+                },
+            ],
+        },
+    ),
+    (
+        "zrevrangebylex",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("max", "string"),
+                arg("min", "string"),
+                Arg {
+                    token: Some("LIMIT"),
+                    flags: &["optional"],
+                    arguments: &[arg("offset", "integer"), arg("count", "integer")],
+                    ..arg("offset_count", "block")
+                },
+            ],
+        },
+    ),
+    (
+        "zrank",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("member", "string"),
+            ],
+        },
+    ),
+    (
+        "zrevrank",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("member", "string"),
+            ],
+        },
+    ),
+    (
+        "zremrangebyrank",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("start", "integer"),
+                arg("stop", "integer"),
+            ],
+        },
+    ),
+    (
+        "zremrangebyscore",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("min", "double"),
+                arg("max", "double"),
+            ],
+        },
+    ),
+    (
+        "zremrangebylex",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("min", "string"),
+                arg("max", "string"),
+            ],
+        },
+    ),
+    (
+        "zrandmember",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["optional"],
+                    arguments: &[
+                        arg("count", "integer"),
+                        Arg {
+                            token: Some("WITHSCORES"),
+                            flags: &["optional"],
+                            ..arg("withscores", "pure-token")
+                        },
+                    ],
+                    ..arg("options", "block")
+                },
+            ],
+        },
+    ),
+    (
+        "zscan",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("cursor", "integer"),
+                Arg {
+                    token: Some("MATCH"),
+                    flags: &["optional"],
+                    ..arg("pattern", "pattern")
+                },
+                Arg {
+                    token: Some("COUNT"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "zpopmin",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "zpopmax",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                Arg {
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "bzpopmin",
+        MoreDocs {
+            history: &[(
+                "6.0.0",
+                "`timeout` is interpreted as a double instead of an integer.",
+            )],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                arg("timeout", "double"),
+            ],
+        },
+    ),
+    (
+        "bzpopmax",
+        MoreDocs {
+            history: &[(
+                "6.0.0",
+                "`timeout` is interpreted as a double instead of an integer.",
+            )],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                arg("timeout", "double"),
+            ],
+        },
+    ),
+    (
+        "zmpop",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    arguments: &[
+                        Arg {
+                            token: Some("MIN"),
+                            ..arg("min", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MAX"),
+                            ..arg("max", "pure-token")
+                        },
+                    ],
+                    ..arg("where", "oneof")
+                },
+                Arg {
+                    token: Some("COUNT"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "bzmpop",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                arg("timeout", "double"),
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    arguments: &[
+                        Arg {
+                            token: Some("MIN"),
+                            ..arg("min", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MAX"),
+                            ..arg("max", "pure-token")
+                        },
+                    ],
+                    ..arg("where", "oneof")
+                },
+                Arg {
+                    token: Some("COUNT"),
+                    flags: &["optional"],
+                    ..arg("count", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "zunion",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    token: Some("WEIGHTS"),
+                    flags: &["optional", "multiple"],
+                    ..arg("weight", "integer")
+                },
+                Arg {
+                    token: Some("AGGREGATE"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("SUM"),
+                            ..arg("sum", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MIN"),
+                            ..arg("min", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MAX"),
+                            ..arg("max", "pure-token")
+                        },
+                    ],
+                    ..arg("aggregate", "oneof")
+                },
+                Arg {
+                    token: Some("WITHSCORES"),
+                    flags: &["optional"],
+                    ..arg("withscores", "pure-token")
+                },
+            ],
+        },
+    ),
+    (
+        "zinter",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    token: Some("WEIGHTS"),
+                    flags: &["optional", "multiple"],
+                    ..arg("weight", "integer")
+                },
+                Arg {
+                    token: Some("AGGREGATE"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("SUM"),
+                            ..arg("sum", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MIN"),
+                            ..arg("min", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MAX"),
+                            ..arg("max", "pure-token")
+                        },
+                    ],
+                    ..arg("aggregate", "oneof")
+                },
+                Arg {
+                    token: Some("WITHSCORES"),
+                    flags: &["optional"],
+                    ..arg("withscores", "pure-token")
+                },
+            ],
+        },
+    ),
+    (
+        "zdiff",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    token: Some("WITHSCORES"),
+                    flags: &["optional"],
+                    ..arg("withscores", "pure-token")
+                },
+            ],
+        },
+    ),
+    (
+        "zunionstore",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("destination", "key")
+                },
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(1),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    token: Some("WEIGHTS"),
+                    flags: &["optional", "multiple"],
+                    ..arg("weight", "integer")
+                },
+                Arg {
+                    token: Some("AGGREGATE"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("SUM"),
+                            ..arg("sum", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MIN"),
+                            ..arg("min", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MAX"),
+                            ..arg("max", "pure-token")
+                        },
+                    ],
+                    ..arg("aggregate", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "zinterstore",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("destination", "key")
+                },
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(1),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    token: Some("WEIGHTS"),
+                    flags: &["optional", "multiple"],
+                    ..arg("weight", "integer")
+                },
+                Arg {
+                    token: Some("AGGREGATE"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("SUM"),
+                            ..arg("sum", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MIN"),
+                            ..arg("min", "pure-token")
+                        },
+                        Arg {
+                            token: Some("MAX"),
+                            ..arg("max", "pure-token")
+                        },
+                    ],
+                    ..arg("aggregate", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "zdiffstore",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("destination", "key")
+                },
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(1),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+            ],
+        },
+    ),
+    (
+        "zintercard",
+        MoreDocs {
+            history: &[],
+            arguments: &[
+                arg("numkeys", "integer"),
+                Arg {
+                    key_spec_index: Some(0),
+                    flags: &["multiple"],
+                    ..arg("key", "key")
+                },
+                Arg {
+                    token: Some("LIMIT"),
+                    flags: &["optional"],
+                    ..arg("limit", "integer")
+                },
+            ],
+        },
+    ),
+    (
+        "get",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "set",
+        MoreDocs {
+            history: &[
+                ("2.6.12", "Added the `EX`, `PX`, `NX` and `XX` options."),
+                ("6.0.0", "Added the `KEEPTTL` option."),
+                ("6.2.0", "Added the `GET`, `EXAT` and `PXAT` option."),
+                (
+                    "7.0.0",
+                    "Allowed the `NX` and `GET` options to be used together.",
+                ),
+            ],
+            arguments: &[
+                Arg {
+                    key_spec_index: Some(0),
+                    ..arg("key", "key")
+                },
+                arg("value", "string"),
+                Arg {
+                    since: Some("2.6.12"),
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("NX"),
+                            ..arg("nx", "pure-token")
+                        },
+                        Arg {
+                            token: Some("XX"),
+                            ..arg("xx", "pure-token")
+                        },
+                    ],
+                    ..arg("condition", "oneof")
+                },
+                Arg {
+                    token: Some("GET"),
+                    since: Some("6.2.0"),
+                    flags: &["optional"],
+                    ..arg("get", "pure-token")
+                },
+                Arg {
+                    flags: &["optional"],
+                    arguments: &[
+                        Arg {
+                            token: Some("EX"),
+                            since: Some("2.6.12"),
+                            ..arg("seconds", "integer")
+                        },
+                        Arg {
+                            token: Some("PX"),
+                            since: Some("2.6.12"),
+                            ..arg("milliseconds", "integer")
+                        },
+                        Arg {
+                            token: Some("EXAT"),
+                            since: Some("6.2.0"),
+                            ..arg("unix-time-seconds", "unix-time")
+                        },
+                        Arg {
+                            token: Some("PXAT"),
+                            since: Some("6.2.0"),
+                            ..arg("unix-time-milliseconds", "unix-time")
+                        },
+                        Arg {
+                            token: Some("KEEPTTL"),
+                            since: Some("6.0.0"),
+                            ..arg("keepttl", "pure-token")
+                        },
+                    ],
+                    ..arg("expiration", "oneof")
+                },
+            ],
+        },
+    ),
+    (
+        "mget",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                key_spec_index: Some(0),
+                flags: &["multiple"],
+                ..arg("key", "key")
+            }],
+        },
+    ),
+    (
+        "mset",
+        MoreDocs {
+            history: &[],
+            arguments: &[Arg {
+                flags: &["multiple"],
+                arguments: &[
+                    Arg {
+                        key_spec_index: Some(0),
+                        ..arg("key", "key")
+                    },
+                    arg("value", "string"),
+                ],
+                ..arg("key_value", "block")
+            }],
         },
     ),
     (
@@ -1228,197 +3216,42 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "expire",
+        "multi",
         MoreDocs {
-            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                arg("seconds", "integer"),
-                Arg {
-                    since: Some("7.0.0"),
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("NX"),
-                            ..arg("nx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("XX"),
-                            ..arg("xx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("GT"),
-                            ..arg("gt", "pure-token")
-                        },
-                        Arg {
-                            token: Some("LT"),
-                            ..arg("lt", "pure-token")
-                        },
-                    ],
-                    ..arg("condition", "oneof")
-                },
-            ],
+            history: &[],
+            arguments: &[],
         },
     ),
     (
-        "pexpire",
+        "exec",
         MoreDocs {
-            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                arg("milliseconds", "integer"),
-                Arg {
-                    since: Some("7.0.0"),
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("NX"),
-                            ..arg("nx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("XX"),
-                            ..arg("xx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("GT"),
-                            ..arg("gt", "pure-token")
-                        },
-                        Arg {
-                            token: Some("LT"),
-                            ..arg("lt", "pure-token")
-                        },
-                    ],
-                    ..arg("condition", "oneof")
-                },
-            ],
+            history: &[],
+            arguments: &[],
         },
     ),
     (
-        "expireat",
+        "discard",
         MoreDocs {
-            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                arg("unix-time-seconds", "unix-time"),
-                Arg {
-                    since: Some("7.0.0"),
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("NX"),
-                            ..arg("nx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("XX"),
-                            ..arg("xx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("GT"),
-                            ..arg("gt", "pure-token")
-                        },
-                        Arg {
-                            token: Some("LT"),
-                            ..arg("lt", "pure-token")
-                        },
-                    ],
-                    ..arg("condition", "oneof")
-                },
-            ],
+            history: &[],
+            arguments: &[],
         },
     ),
     (
-        "pexpireat",
-        MoreDocs {
-            history: &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")],
-            arguments: &[
-                Arg {
-                    key_spec_index: Some(0),
-                    ..arg("key", "key")
-                },
-                arg("unix-time-milliseconds", "unix-time"),
-                Arg {
-                    since: Some("7.0.0"),
-                    flags: &["optional"],
-                    arguments: &[
-                        Arg {
-                            token: Some("NX"),
-                            ..arg("nx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("XX"),
-                            ..arg("xx", "pure-token")
-                        },
-                        Arg {
-                            token: Some("GT"),
-                            ..arg("gt", "pure-token")
-                        },
-                        Arg {
-                            token: Some("LT"),
-                            ..arg("lt", "pure-token")
-                        },
-                    ],
-                    ..arg("condition", "oneof")
-                },
-            ],
-        },
-    ),
-    (
-        "ttl",
-        MoreDocs {
-            history: &[("2.8.0", "Added the -2 reply.")],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "pttl",
-        MoreDocs {
-            history: &[("2.8.0", "Added the -2 reply.")],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "expiretime",
+        "watch",
         MoreDocs {
             history: &[],
             arguments: &[Arg {
                 key_spec_index: Some(0),
+                flags: &["multiple"],
                 ..arg("key", "key")
             }],
         },
     ),
     (
-        "pexpiretime",
+        "unwatch",
         MoreDocs {
             history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "persist",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
+            arguments: &[],
         },
     ),
 ];
@@ -1446,11 +3279,75 @@ pub fn deprecation(name: &str) -> Option<&'static Deprecation> {
 /// Every deprecated command's notice, by name.
 static DEPRECATIONS: &[(&str, Deprecation)] = &[
     (
+        "hmset",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "4.0.0",
+            replaced_by: "`HSET` with multiple field-value pairs",
+        },
+    ),
+    (
+        "rpoplpush",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "6.2.0",
+            replaced_by: "`LMOVE` with the `RIGHT` and `LEFT` arguments",
+        },
+    ),
+    (
+        "brpoplpush",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "6.2.0",
+            replaced_by: "`BLMOVE` with the `RIGHT` and `LEFT` arguments",
+        },
+    ),
+    (
         "slaveof",
         Deprecation {
             doc_flags: &["deprecated"],
             since: "5.0.0",
             replaced_by: "`REPLICAOF`",
+        },
+    ),
+    (
+        "zrevrange",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "6.2.0",
+            replaced_by: "`ZRANGE` with the `REV` argument",
+        },
+    ),
+    (
+        "zrangebyscore",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "6.2.0",
+            replaced_by: "`ZRANGE` with the `BYSCORE` argument",
+        },
+    ),
+    (
+        "zrevrangebyscore",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "6.2.0",
+            replaced_by: "`ZRANGE` with the `REV` and `BYSCORE` arguments",
+        },
+    ),
+    (
+        "zrangebylex",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "6.2.0",
+            replaced_by: "`ZRANGE` with the `BYLEX` argument",
+        },
+    ),
+    (
+        "zrevrangebylex",
+        Deprecation {
+            doc_flags: &["deprecated"],
+            since: "6.2.0",
+            replaced_by: "`ZRANGE` with the `REV` and `BYLEX` arguments",
         },
     ),
     (
@@ -1474,11 +3371,11 @@ static DEPRECATIONS: &[(&str, Deprecation)] = &[
 #[cfg(test)]
 mod tests {
     use super::more_docs;
-    use crate::resp::table::COMMANDS;
+    use crate::resp::table::commands;
 
     #[test]
     fn every_command_of_the_table_has_its_docs() {
-        for command in COMMANDS {
+        for &command in commands() {
             for entry in std::iter::once(command).chain(command.subcommands) {
                 assert!(
                     more_docs(entry.name).is_some(),

@@ -31,6 +31,11 @@ pub const SUBCOMMANDS_THE_REFERENCE_HAS: &[&str] = &[
     "command|info",
     "command|docs",
     "command|list",
+    "object|encoding",
+    "object|freq",
+    "object|idletime",
+    "object|refcount",
+    "object|help",
 ];
 
 /// How long a reply may take before the test fails.

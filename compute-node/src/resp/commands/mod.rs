@@ -833,6 +833,103 @@ impl<'a> RespClient<'a> {
             Kind::Expiretime => self.ttl(cmd, TimeUnit::Seconds, true, out),
             Kind::Pexpiretime => self.ttl(cmd, TimeUnit::Milliseconds, true, out),
             Kind::Persist => self.persist(cmd, out).await,
+            // collection commands: implemented elsewhere
+            Kind::Object
+            | Kind::ObjectEncoding
+            | Kind::ObjectFreq
+            | Kind::ObjectIdletime
+            | Kind::ObjectRefcount
+            | Kind::ObjectHelp
+            | Kind::Hset
+            | Kind::Hsetnx
+            | Kind::Hmset
+            | Kind::Hget
+            | Kind::Hmget
+            | Kind::Hgetall
+            | Kind::Hdel
+            | Kind::Hlen
+            | Kind::Hexists
+            | Kind::Hkeys
+            | Kind::Hvals
+            | Kind::Hstrlen
+            | Kind::Hincrby
+            | Kind::Hincrbyfloat
+            | Kind::Hrandfield
+            | Kind::Hscan
+            | Kind::Lpush
+            | Kind::Rpush
+            | Kind::Lpushx
+            | Kind::Rpushx
+            | Kind::Lpop
+            | Kind::Rpop
+            | Kind::Llen
+            | Kind::Lrange
+            | Kind::Lindex
+            | Kind::Lset
+            | Kind::Linsert
+            | Kind::Lrem
+            | Kind::Ltrim
+            | Kind::Lpos
+            | Kind::Lmove
+            | Kind::Rpoplpush
+            | Kind::Lmpop
+            | Kind::Blpop
+            | Kind::Brpop
+            | Kind::Blmove
+            | Kind::Brpoplpush
+            | Kind::Blmpop
+            | Kind::Sadd
+            | Kind::Srem
+            | Kind::Smembers
+            | Kind::Sismember
+            | Kind::Smismember
+            | Kind::Scard
+            | Kind::Spop
+            | Kind::Srandmember
+            | Kind::Smove
+            | Kind::Sinter
+            | Kind::Sunion
+            | Kind::Sdiff
+            | Kind::Sinterstore
+            | Kind::Sunionstore
+            | Kind::Sdiffstore
+            | Kind::Sintercard
+            | Kind::Sscan
+            | Kind::Zadd
+            | Kind::Zincrby
+            | Kind::Zrem
+            | Kind::Zscore
+            | Kind::Zmscore
+            | Kind::Zcard
+            | Kind::Zcount
+            | Kind::Zlexcount
+            | Kind::Zrange
+            | Kind::Zrangestore
+            | Kind::Zrevrange
+            | Kind::Zrangebyscore
+            | Kind::Zrevrangebyscore
+            | Kind::Zrangebylex
+            | Kind::Zrevrangebylex
+            | Kind::Zrank
+            | Kind::Zrevrank
+            | Kind::Zremrangebyrank
+            | Kind::Zremrangebyscore
+            | Kind::Zremrangebylex
+            | Kind::Zpopmin
+            | Kind::Zpopmax
+            | Kind::Bzpopmin
+            | Kind::Bzpopmax
+            | Kind::Zmpop
+            | Kind::Bzmpop
+            | Kind::Zunion
+            | Kind::Zinter
+            | Kind::Zdiff
+            | Kind::Zunionstore
+            | Kind::Zinterstore
+            | Kind::Zdiffstore
+            | Kind::Zintercard
+            | Kind::Zrandmember
+            | Kind::Zscan => out.error(&unknown_command(cmd)),
             // Containers called with no subcommand fail their arity check.
             Kind::Config | Kind::Client => out.error(&arity_error(entry.name)),
         }

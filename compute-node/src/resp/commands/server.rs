@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::{REDIS_VERSION, RespClient, arity_error, shown};
 use crate::resp::command_docs::{Arg, deprecation, more_docs};
 use crate::resp::reply::Replies;
-use crate::resp::table::{COMMANDS, CommandInfo, Kind, lookup_full};
+use crate::resp::table::{BeginSearch, CommandInfo, FindKeys, Kind, commands, lookup_full};
 
 /// What `fetch` answers if `shown`, for INFO (a failure is logged and
 /// shown as nothing: `what` names the storage node's figures).
@@ -158,10 +158,10 @@ pub(super) fn config_set(cmd: &[Bytes], out: &mut Replies) {
 /// COMMAND and its subcommands, from the command table.
 pub(super) fn command(kind: Kind, cmd: &[Bytes], out: &mut Replies) {
     match kind {
-        Kind::CommandCount => out.integer(COMMANDS.len() as i64),
+        Kind::CommandCount => out.integer(commands().len() as i64),
         Kind::CommandList => {
-            out.array(COMMANDS.len());
-            for entry in COMMANDS {
+            out.array(commands().len());
+            for entry in commands() {
                 out.bulk(entry.name.as_bytes());
             }
         }
@@ -183,15 +183,15 @@ pub(super) fn command(kind: Kind, cmd: &[Bytes], out: &mut Replies) {
             }
         }
         Kind::CommandDocs => {
-            out.map(COMMANDS.len());
-            for entry in COMMANDS {
+            out.map(commands().len());
+            for entry in commands() {
                 out.bulk(entry.name.as_bytes());
                 command_docs(out, entry);
             }
         }
         _ => {
-            out.array(COMMANDS.len());
-            for entry in COMMANDS {
+            out.array(commands().len());
+            for entry in commands() {
                 command_entry(out, entry);
             }
         }
@@ -231,29 +231,87 @@ fn command_entry(out: &mut Replies, entry: &CommandInfo) {
             out.simple(flag);
         }
         out.bulk(b"begin_search");
-        out.map(2);
-        out.bulk(b"type");
-        out.bulk(b"index");
-        out.bulk(b"spec");
-        out.map(1);
-        out.bulk(b"index");
-        out.integer(spec.begin_index);
+        begin_search(out, &spec.begin_search);
         out.bulk(b"find_keys");
-        out.map(2);
-        out.bulk(b"type");
-        out.bulk(b"range");
-        out.bulk(b"spec");
-        out.map(3);
-        out.bulk(b"lastkey");
-        out.integer(spec.last_key);
-        out.bulk(b"keystep");
-        out.integer(spec.key_step);
-        out.bulk(b"limit");
-        out.integer(spec.limit);
+        find_keys(out, &spec.find_keys);
     }
     out.set(entry.subcommands.len());
     for sub in entry.subcommands {
         command_entry(out, sub);
+    }
+}
+
+/// Where a key specification's search begins, as Redis's
+/// `addReplyCommandKeySpecs` writes it: `type` and `spec`.
+fn begin_search(out: &mut Replies, search: &BeginSearch) {
+    out.map(2);
+    out.bulk(b"type");
+    match search {
+        BeginSearch::Index(pos) => {
+            out.bulk(b"index");
+            out.bulk(b"spec");
+            out.map(1);
+            out.bulk(b"index");
+            out.integer(*pos);
+        }
+        BeginSearch::Keyword { keyword, startfrom } => {
+            out.bulk(b"keyword");
+            out.bulk(b"spec");
+            out.map(2);
+            out.bulk(b"keyword");
+            out.bulk(keyword.as_bytes());
+            out.bulk(b"startfrom");
+            out.integer(*startfrom);
+        }
+        BeginSearch::Unknown => {
+            out.bulk(b"unknown");
+            out.bulk(b"spec");
+            out.map(0);
+        }
+    }
+}
+
+/// How a key specification's keys are found, as Redis's
+/// `addReplyCommandKeySpecs` writes it: `type` and `spec`.
+fn find_keys(out: &mut Replies, find: &FindKeys) {
+    out.map(2);
+    out.bulk(b"type");
+    match *find {
+        FindKeys::Range {
+            lastkey,
+            keystep,
+            limit,
+        } => {
+            out.bulk(b"range");
+            out.bulk(b"spec");
+            out.map(3);
+            out.bulk(b"lastkey");
+            out.integer(lastkey);
+            out.bulk(b"keystep");
+            out.integer(keystep);
+            out.bulk(b"limit");
+            out.integer(limit);
+        }
+        FindKeys::Keynum {
+            keynumidx,
+            firstkey,
+            keystep,
+        } => {
+            out.bulk(b"keynum");
+            out.bulk(b"spec");
+            out.map(3);
+            out.bulk(b"keynumidx");
+            out.integer(keynumidx);
+            out.bulk(b"firstkey");
+            out.integer(firstkey);
+            out.bulk(b"keystep");
+            out.integer(keystep);
+        }
+        FindKeys::Unknown => {
+            out.bulk(b"unknown");
+            out.bulk(b"spec");
+            out.map(0);
+        }
     }
 }
 

@@ -1,0 +1,405 @@
+//! The sorted-set commands' entries (Redis's `sorted-set` group) that pop
+//! members, blocking or not, and that combine keys (union, intersection,
+//! difference).
+
+use super::{BeginSearch, CommandInfo, Docs, FindKeys, KeySpec, Kind};
+
+/// The sorted-set pops and operations across keys.
+pub(super) static SORTED_SET_OPS_COMMANDS: &[CommandInfo] = &[
+    CommandInfo {
+        kind: Kind::Zpopmin,
+        name: "zpopmin",
+        arity: -2,
+        flags: &["write", "fast"],
+        keys: (1, 1, 1),
+        categories: &["@write", "@sortedset", "@fast"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RW", "access", "delete"],
+            begin_search: BeginSearch::Index(1),
+            find_keys: FindKeys::Range {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Remove and return members with the lowest scores in a sorted set",
+            since: "5.0.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Zpopmax,
+        name: "zpopmax",
+        arity: -2,
+        flags: &["write", "fast"],
+        keys: (1, 1, 1),
+        categories: &["@write", "@sortedset", "@fast"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RW", "access", "delete"],
+            begin_search: BeginSearch::Index(1),
+            find_keys: FindKeys::Range {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Remove and return members with the highest scores in a sorted set",
+            since: "5.0.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Bzpopmin,
+        name: "bzpopmin",
+        arity: -3,
+        flags: &["write", "noscript", "blocking", "fast"],
+        keys: (1, -2, 1),
+        categories: &["@write", "@sortedset", "@fast", "@blocking"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RW", "access", "delete"],
+            begin_search: BeginSearch::Index(1),
+            find_keys: FindKeys::Range {
+                lastkey: -2,
+                keystep: 1,
+                limit: 0,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available",
+            since: "5.0.0",
+            group: "sorted-set",
+            complexity: Some("O(log(N)) with N being the number of elements in the sorted set."),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Bzpopmax,
+        name: "bzpopmax",
+        arity: -3,
+        flags: &["write", "noscript", "blocking", "fast"],
+        keys: (1, -2, 1),
+        categories: &["@write", "@sortedset", "@fast", "@blocking"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RW", "access", "delete"],
+            begin_search: BeginSearch::Index(1),
+            find_keys: FindKeys::Range {
+                lastkey: -2,
+                keystep: 1,
+                limit: 0,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Remove and return the member with the highest score from one or more sorted sets, or block until one is available",
+            since: "5.0.0",
+            group: "sorted-set",
+            complexity: Some("O(log(N)) with N being the number of elements in the sorted set."),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Zmpop,
+        name: "zmpop",
+        arity: -4,
+        flags: &["write", "movablekeys"],
+        keys: (0, 0, 0),
+        categories: &["@write", "@sortedset", "@slow"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RW", "access", "delete"],
+            begin_search: BeginSearch::Index(1),
+            find_keys: FindKeys::Keynum {
+                keynumidx: 0,
+                firstkey: 1,
+                keystep: 1,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Remove and return members with scores in a sorted set",
+            since: "7.0.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Bzmpop,
+        name: "bzmpop",
+        arity: -5,
+        flags: &["write", "blocking", "movablekeys"],
+        keys: (0, 0, 0),
+        categories: &["@write", "@sortedset", "@slow", "@blocking"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RW", "access", "delete"],
+            begin_search: BeginSearch::Index(2),
+            find_keys: FindKeys::Keynum {
+                keynumidx: 0,
+                firstkey: 1,
+                keystep: 1,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Remove and return members with scores in a sorted set or block until one is available",
+            since: "7.0.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Zunion,
+        name: "zunion",
+        arity: -3,
+        flags: &["readonly", "movablekeys"],
+        keys: (0, 0, 0),
+        categories: &["@read", "@sortedset", "@slow"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO", "access"],
+            begin_search: BeginSearch::Index(1),
+            find_keys: FindKeys::Keynum {
+                keynumidx: 0,
+                firstkey: 1,
+                keystep: 1,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Add multiple sorted sets",
+            since: "6.2.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Zinter,
+        name: "zinter",
+        arity: -3,
+        flags: &["readonly", "movablekeys"],
+        keys: (0, 0, 0),
+        categories: &["@read", "@sortedset", "@slow"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO", "access"],
+            begin_search: BeginSearch::Index(1),
+            find_keys: FindKeys::Keynum {
+                keynumidx: 0,
+                firstkey: 1,
+                keystep: 1,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Intersect multiple sorted sets",
+            since: "6.2.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Zdiff,
+        name: "zdiff",
+        arity: -3,
+        flags: &["readonly", "movablekeys"],
+        keys: (0, 0, 0),
+        categories: &["@read", "@sortedset", "@slow"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO", "access"],
+            begin_search: BeginSearch::Index(1),
+            find_keys: FindKeys::Keynum {
+                keynumidx: 0,
+                firstkey: 1,
+                keystep: 1,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Subtract multiple sorted sets",
+            since: "6.2.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Zunionstore,
+        name: "zunionstore",
+        arity: -4,
+        flags: &["write", "denyoom", "movablekeys"],
+        keys: (1, 1, 1),
+        categories: &["@write", "@sortedset", "@slow"],
+        tips: &[],
+        key_specs: &[
+            KeySpec {
+                notes: None,
+                flags: &["OW", "update"],
+                begin_search: BeginSearch::Index(1),
+                find_keys: FindKeys::Range {
+                    lastkey: 0,
+                    keystep: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: None,
+                flags: &["RO", "access"],
+                begin_search: BeginSearch::Index(2),
+                find_keys: FindKeys::Keynum {
+                    keynumidx: 0,
+                    firstkey: 1,
+                    keystep: 1,
+                },
+            },
+        ],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Add multiple sorted sets and store the resulting sorted set in a new key",
+            since: "2.0.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Zinterstore,
+        name: "zinterstore",
+        arity: -4,
+        flags: &["write", "denyoom", "movablekeys"],
+        keys: (1, 1, 1),
+        categories: &["@write", "@sortedset", "@slow"],
+        tips: &[],
+        key_specs: &[
+            KeySpec {
+                notes: None,
+                flags: &["OW", "update"],
+                begin_search: BeginSearch::Index(1),
+                find_keys: FindKeys::Range {
+                    lastkey: 0,
+                    keystep: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: None,
+                flags: &["RO", "access"],
+                begin_search: BeginSearch::Index(2),
+                find_keys: FindKeys::Keynum {
+                    keynumidx: 0,
+                    firstkey: 1,
+                    keystep: 1,
+                },
+            },
+        ],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Intersect multiple sorted sets and store the resulting sorted set in a new key",
+            since: "2.0.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Zdiffstore,
+        name: "zdiffstore",
+        arity: -4,
+        flags: &["write", "denyoom", "movablekeys"],
+        keys: (1, 1, 1),
+        categories: &["@write", "@sortedset", "@slow"],
+        tips: &[],
+        key_specs: &[
+            KeySpec {
+                notes: None,
+                flags: &["OW", "update"],
+                begin_search: BeginSearch::Index(1),
+                find_keys: FindKeys::Range {
+                    lastkey: 0,
+                    keystep: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: None,
+                flags: &["RO", "access"],
+                begin_search: BeginSearch::Index(2),
+                find_keys: FindKeys::Keynum {
+                    keynumidx: 0,
+                    firstkey: 1,
+                    keystep: 1,
+                },
+            },
+        ],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Subtract multiple sorted sets and store the resulting sorted set in a new key",
+            since: "6.2.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.",
+            ),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Zintercard,
+        name: "zintercard",
+        arity: -3,
+        flags: &["readonly", "movablekeys"],
+        keys: (0, 0, 0),
+        categories: &["@read", "@sortedset", "@slow"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO", "access"],
+            begin_search: BeginSearch::Index(1),
+            find_keys: FindKeys::Keynum {
+                keynumidx: 0,
+                firstkey: 1,
+                keystep: 1,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Intersect multiple sorted sets and return the cardinality of the result",
+            since: "7.0.0",
+            group: "sorted-set",
+            complexity: Some(
+                "O(N*K) worst case with N being the smallest input sorted set, K being the number of input sorted sets.",
+            ),
+        },
+    },
+];

@@ -1,0 +1,101 @@
+//! The transaction commands' entries (Redis's `transactions` group).
+
+use super::{BeginSearch, CommandInfo, Docs, FindKeys, KeySpec, Kind};
+
+/// The transaction commands.
+pub(super) static TRANSACTIONS_COMMANDS: &[CommandInfo] = &[
+    CommandInfo {
+        kind: Kind::Multi,
+        name: "multi",
+        arity: 1,
+        flags: &["noscript", "loading", "stale", "fast", "allow_busy"],
+        keys: (0, 0, 0),
+        categories: &["@fast", "@transaction"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Mark the start of a transaction block",
+            since: "1.2.0",
+            group: "transactions",
+            complexity: Some("O(1)"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Exec,
+        name: "exec",
+        arity: 1,
+        flags: &["noscript", "loading", "stale", "skip_slowlog"],
+        keys: (0, 0, 0),
+        categories: &["@slow", "@transaction"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Execute all commands issued after MULTI",
+            since: "1.2.0",
+            group: "transactions",
+            complexity: Some("Depends on commands in the transaction"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Discard,
+        name: "discard",
+        arity: 1,
+        flags: &["noscript", "loading", "stale", "fast", "allow_busy"],
+        keys: (0, 0, 0),
+        categories: &["@fast", "@transaction"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Discard all commands issued after MULTI",
+            since: "2.0.0",
+            group: "transactions",
+            complexity: Some("O(N), when N is the number of queued commands"),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Watch,
+        name: "watch",
+        arity: -2,
+        flags: &["noscript", "loading", "stale", "fast", "allow_busy"],
+        keys: (1, -1, 1),
+        categories: &["@fast", "@transaction"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: None,
+            flags: &["RO"],
+            begin_search: BeginSearch::Index(1),
+            find_keys: FindKeys::Range {
+                lastkey: -1,
+                keystep: 1,
+                limit: 0,
+            },
+        }],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Watch the given keys to determine execution of the MULTI/EXEC block",
+            since: "2.2.0",
+            group: "transactions",
+            complexity: Some("O(1) for every key."),
+        },
+    },
+    CommandInfo {
+        kind: Kind::Unwatch,
+        name: "unwatch",
+        arity: 1,
+        flags: &["noscript", "loading", "stale", "fast", "allow_busy"],
+        keys: (0, 0, 0),
+        categories: &["@fast", "@transaction"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        docs: Docs {
+            summary: "Forget about all watched keys",
+            since: "2.2.0",
+            group: "transactions",
+            complexity: Some("O(1)"),
+        },
+    },
+];
