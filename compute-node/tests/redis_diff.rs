@@ -3,6 +3,10 @@
 //! bytes (or, where they must differ, the same shape, for the reason each
 //! step gives), one command at a time and pipelined.
 
+#[allow(
+    dead_code,
+    reason = "the differential harness; this test uses part of it"
+)]
 mod diff;
 mod support;
 

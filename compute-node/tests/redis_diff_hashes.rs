@@ -16,7 +16,7 @@ mod diff;
 #[allow(dead_code, reason = "shared test support")]
 mod support;
 
-use diff::{Pair, Step, by_shape, exact};
+use diff::{Pair, Step, by_shape, exact, unordered};
 
 /// Commands that Redis queues inside MULTI (valid arities) and that
 /// answer the same on both servers.
@@ -155,7 +155,7 @@ fn arity_steps() -> Vec<Step> {
 /// table's own there, so whole-hash replies are compared by shape.
 fn large_steps() -> Vec<Step> {
     let mut steps = vec![exact(cmd!("DEL", "big"))];
-    for i in 0..130 {
+    for i in 0..520 {
         let field = format!("field:{i}");
         steps.push(exact(cmd!("HSET", "big", field, i.to_string())));
     }
@@ -163,7 +163,7 @@ fn large_steps() -> Vec<Step> {
         exact(cmd!("HLEN", "big")),
         exact(cmd!("OBJECT", "ENCODING", "big")),
         exact(cmd!("HGET", "big", "field:77")),
-        by_shape(cmd!("HGETALL", "big"), "hash-table order"),
+        unordered(cmd!("HGETALL", "big"), "hash-table order"),
         exact(cmd!("HSET", "long", "f", "x".repeat(65))),
         exact(cmd!("OBJECT", "ENCODING", "long")),
         exact(cmd!("DEL", "big", "long")),

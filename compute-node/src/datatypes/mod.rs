@@ -191,10 +191,10 @@ pub struct EncodingLimits {
 }
 
 impl Default for EncodingLimits {
-    /// Redis 7's defaults.
+    /// Redis 7.0's defaults.
     fn default() -> Self {
         Self {
-            hash_max_entries: 128,
+            hash_max_entries: 512,
             hash_max_value_bytes: 64,
             set_max_intset_entries: 512,
             zset_max_entries: 128,

@@ -411,36 +411,6 @@ static MORE_DOCS: &[(&str, MoreDocs)] = &[
         },
     ),
     (
-        "object|freq",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "object|idletime",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
-        "object|refcount",
-        MoreDocs {
-            history: &[],
-            arguments: &[Arg {
-                key_spec_index: Some(0),
-                ..arg("key", "key")
-            }],
-        },
-    ),
-    (
         "object|help",
         MoreDocs {
             history: &[],

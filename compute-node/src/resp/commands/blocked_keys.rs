@@ -97,27 +97,12 @@ impl BlockedKeys {
             }
         }
     }
-
-    /// True if a client blocked before `waiter` waits on `key`: a client
-    /// retrying leaves the element to it.
-    pub fn someone_before(&self, waiter: &Waiter<'_>, key: &Bytes) -> bool {
-        let queues = self.queues.lock();
-        queues
-            .get(key)
-            .and_then(VecDeque::front)
-            .is_some_and(|first| first.id != waiter.id)
-    }
 }
 
 impl Waiter<'_> {
     /// Waits until a write to one of the keys wakes this client.
     pub async fn woken(&self) {
         self.wake.notified().await;
-    }
-
-    /// The keys this client waits on.
-    pub fn keys(&self) -> &[Bytes] {
-        &self.keys
     }
 }
 
@@ -154,8 +139,6 @@ mod tests {
         let registry = BlockedKeys::default();
         let first = registry.block(&[key("q")]).expect("room");
         let second = registry.block(&[key("q"), key("r")]).expect("room");
-        assert!(registry.someone_before(&second, &key("q")));
-        assert!(!registry.someone_before(&second, &key("r")));
         registry.written([&key("q")]);
         first.woken().await;
         drop(first);

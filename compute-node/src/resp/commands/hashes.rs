@@ -16,7 +16,7 @@ const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 
 /// HRANDFIELD's count when it is out of the range Redis reads.
 const COUNT_OUT_OF_RANGE: &str =
-    "ERR value is out of range, must be between -9223372036854775807 and 9223372036854775807";
+    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 
 impl RespClient<'_> {
     /// Reads the hash at `cmd[1]`: `Err(())` once an error is answered.
@@ -185,8 +185,10 @@ impl RespClient<'_> {
 
     /// HINCRBYFLOAT key field increment: the new value as Redis prints it.
     pub(super) async fn hincrbyfloat(&mut self, cmd: &[Bytes], out: &mut Replies) {
-        if let Err(refusal) = add_float(None, &cmd[3]) {
-            return out.error(refusal.text());
+        match add_float(None, &cmd[3]) {
+            Ok(_) => {}
+            Err(FloatRefusal::NanOrInfinity) => return out.error("ERR value is NaN or Infinity"),
+            Err(refusal) => return out.error(refusal.text()),
         }
         let key = &cmd[1];
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;

@@ -85,11 +85,10 @@ fn push(list: &mut List, end: End, element: Bytes) {
 
 /// A count argument as Redis's `getPositiveLongFromObjectOrReply` reads
 /// it without a message of its own.
-fn positive_count(arg: &[u8]) -> Result<u64, &'static str> {
+pub(super) fn positive_count(arg: &[u8]) -> Result<u64, &'static str> {
     match parse_i64(arg) {
-        None => Err(NOT_AN_INTEGER),
-        Some(n) if n < 0 => Err(MUST_BE_POSITIVE),
-        Some(n) => Ok(n as u64),
+        Some(n) if n >= 0 => Ok(n as u64),
+        _ => Err(MUST_BE_POSITIVE),
     }
 }
 
@@ -350,7 +349,7 @@ impl RespClient<'_> {
                     None => return out.error(NOT_AN_INTEGER),
                     Some(i64::MIN) => {
                         return out.error(
-                            "ERR value is out of range, must be between -9223372036854775807 and 9223372036854775807",
+                            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
                         );
                     }
                     Some(0) => {
@@ -566,6 +565,6 @@ mod tests {
     fn counts_are_read_as_redis_reads_them() {
         assert_eq!(positive_count(b"3"), Ok(3));
         assert_eq!(positive_count(b"-1"), Err(MUST_BE_POSITIVE));
-        assert_eq!(positive_count(b"x"), Err(NOT_AN_INTEGER));
+        assert_eq!(positive_count(b"x"), Err(MUST_BE_POSITIVE));
     }
 }

@@ -29,6 +29,7 @@ mod blocking;
 mod collections;
 mod connection;
 mod counters;
+mod data_types;
 mod expiry_args;
 mod hashes;
 mod key_locks;
@@ -833,12 +834,7 @@ impl<'a> RespClient<'a> {
             Kind::Expiretime => self.ttl(cmd, TimeUnit::Seconds, true, out),
             Kind::Pexpiretime => self.ttl(cmd, TimeUnit::Milliseconds, true, out),
             Kind::Persist => self.persist(cmd, out).await,
-            // collection commands: implemented elsewhere
-            Kind::Object
-            | Kind::ObjectEncoding
-            | Kind::ObjectFreq
-            | Kind::ObjectIdletime
-            | Kind::ObjectRefcount
+            Kind::ObjectEncoding
             | Kind::ObjectHelp
             | Kind::Hset
             | Kind::Hsetnx
@@ -929,9 +925,9 @@ impl<'a> RespClient<'a> {
             | Kind::Zdiffstore
             | Kind::Zintercard
             | Kind::Zrandmember
-            | Kind::Zscan => out.error(&unknown_command(cmd)),
+            | Kind::Zscan => self.data_type_command(entry.kind, cmd, out).await,
             // Containers called with no subcommand fail their arity check.
-            Kind::Config | Kind::Client => out.error(&arity_error(entry.name)),
+            Kind::Config | Kind::Client | Kind::Object => out.error(&arity_error(entry.name)),
         }
         Ok(Flow::Continue)
     }

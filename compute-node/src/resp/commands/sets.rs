@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::collections::{ScanOptions, empty_scan, store_write};
 use super::hashes::random_picks;
+use super::lists::positive_count;
 use super::{KeyWrite, RespClient, fail, parse_i64};
 use crate::datatypes::{EncodingLimits, Set};
 use crate::resp::reply::Replies;
@@ -167,13 +168,10 @@ impl RespClient<'_> {
         if cmd.len() > 3 {
             return out.error("ERR syntax error");
         }
-        let count = match cmd.get(2).map(|c| parse_i64(c)) {
+        let count = match cmd.get(2).map(|c| positive_count(c)) {
             None => None,
-            Some(None) => return out.error(NOT_AN_INTEGER),
-            Some(Some(n)) if n < 0 => {
-                return out.error("ERR value is out of range, must be positive");
-            }
-            Some(Some(n)) => Some(n as u64),
+            Some(Ok(n)) => Some(n),
+            Some(Err(text)) => return out.error(text),
         };
         let key = &cmd[1];
         let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
@@ -221,7 +219,7 @@ impl RespClient<'_> {
             Some(None) => return out.error(NOT_AN_INTEGER),
             Some(Some(i64::MIN)) => {
                 return out.error(
-                    "ERR value is out of range, must be between -9223372036854775807 and 9223372036854775807",
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
                 );
             }
             Some(Some(n)) => Some(n),
@@ -236,9 +234,6 @@ impl RespClient<'_> {
                 .flatten();
             return out.bulk_or_null(picked.map(|m| &m[..]));
         };
-        if count > 0 && count as u64 >= set.len() as u64 && !set.is_empty() {
-            return reply_set(out, &set);
-        }
         let picks = random_picks(set.len(), count);
         out.array(picks.len());
         for index in picks {

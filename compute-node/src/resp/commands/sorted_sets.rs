@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::blocking::parse_mpop;
 use super::collections::{ScanOptions, empty_scan, store_write};
 use super::hashes::random_picks;
-use super::lists::Served;
+use super::lists::{Served, positive_count};
 use super::sorted_set_args::{LexRange, NOT_A_FLOAT, ScoreRange, Selection, parse_score, select};
 use super::{CommandError, KeyWrite, RespClient, fail, parse_i64};
 use crate::datatypes::zset::Entry;
@@ -264,7 +264,7 @@ impl RespClient<'_> {
         if flags.nx && flags.xx {
             return out.error("ERR XX and NX options at the same time are not compatible");
         }
-        if (flags.gt && flags.nx) || (flags.lt && flags.nx) || (flags.gt && flags.lt) {
+        if (flags.nx && (flags.gt || flags.lt)) || (flags.gt && flags.lt) {
             return out.error("ERR GT, LT, and/or NX options at the same time are not compatible");
         }
         if flags.incr && pairs.len() > 2 {
@@ -558,17 +558,19 @@ impl RespClient<'_> {
         if cmd.len() > 3 {
             return out.error("ERR syntax error");
         }
-        let count = match cmd.get(2).map(|c| parse_i64(c)) {
+        let count = match cmd.get(2).map(|c| positive_count(c)) {
             None => None,
-            Some(None) => return out.error(NOT_AN_INTEGER),
-            Some(Some(n)) if n < 0 => {
-                return out.error("ERR value is out of range, must be positive");
-            }
-            Some(Some(n)) => Some(n as u64),
+            Some(Ok(n)) => Some(n),
+            Some(Err(text)) => return out.error(text),
         };
         let nested = out.protocol == Protocol::Resp3 && count.is_some();
-        self.pop_from(&cmd[1..2], max, count, nested, false, out)
-            .await;
+        if self
+            .pop_from(&cmd[1..2], max, count, nested, false, out)
+            .await
+            == Served::Nothing
+        {
+            out.array(0);
+        }
     }
 
     /// Pops from the first sorted set of `keys` that exists, as Redis's
@@ -789,9 +791,12 @@ impl RespClient<'_> {
         };
         let set = found.map(|(s, _)| s).unwrap_or_default();
         let entries: Vec<&Entry> = set.iter().collect();
+        // A count that takes the whole set answers it highest first, the
+        // order Redis's iteration over a sorted set takes.
+        let whole = count > 0 && count as u64 >= entries.len() as u64;
         let picked: Vec<&Entry> = random_picks(entries.len(), count)
             .into_iter()
-            .map(|i| entries[i])
+            .map(|i| entries[if whole { entries.len() - 1 - i } else { i }])
             .collect();
         reply_entries(out, &picked, with_scores);
     }

@@ -112,9 +112,6 @@ pub enum Kind {
     // OBJECT and its subcommands (generic).
     Object,
     ObjectEncoding,
-    ObjectFreq,
-    ObjectIdletime,
-    ObjectRefcount,
     ObjectHelp,
     // Hashes.
     Hset,
