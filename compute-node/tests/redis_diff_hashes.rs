@@ -167,6 +167,15 @@ fn large_steps() -> Vec<Step> {
         exact(cmd!("HSET", "long", "f", "x".repeat(65))),
         exact(cmd!("OBJECT", "ENCODING", "long")),
         exact(cmd!("DEL", "big", "long")),
+        exact(cmd!("CONFIG", "SET", "hash-max-listpack-entries", "2")),
+        exact(cmd!("CONFIG", "GET", "hash-max-listpack-entries")),
+        exact(cmd!("HSET", "cfg", "a", "1", "b", "2")),
+        exact(cmd!("OBJECT", "ENCODING", "cfg")),
+        exact(cmd!("HSET", "cfg", "c", "3")),
+        exact(cmd!("OBJECT", "ENCODING", "cfg")),
+        exact(cmd!("CONFIG", "SET", "hash-max-listpack-entries", "x")),
+        exact(cmd!("CONFIG", "SET", "hash-max-listpack-entries", "512")),
+        exact(cmd!("DEL", "cfg")),
     ]);
     steps
 }

@@ -43,6 +43,8 @@ pub struct ServerFacts<'a> {
     pub storage: &'a str,
     /// Connections open now.
     pub connected_clients: usize,
+    /// Clients waiting in a blocking command (BLPOP and its kin).
+    pub blocked_clients: usize,
     /// Connections accepted since start.
     pub total_connections: u64,
     /// Commands carried out since start (or since CONFIG RESETSTAT).
@@ -107,8 +109,8 @@ fn section_text(text: &mut String, section: &str, engine: &Engine, facts: &Serve
         ),
         "clients" => write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\n",
-            facts.connected_clients
+            "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\n",
+            facts.connected_clients, facts.blocked_clients
         ),
         "memory" => write!(
             text,

@@ -81,7 +81,12 @@ impl BlockedKeys {
 
     /// True if any client is blocked now.
     pub fn any_blocked(&self) -> bool {
-        self.blocked.load(Ordering::SeqCst) > 0
+        self.blocked_clients() > 0
+    }
+
+    /// How many clients are blocked now (INFO's `blocked_clients`).
+    pub fn blocked_clients(&self) -> usize {
+        self.blocked.load(Ordering::SeqCst)
     }
 
     /// Wakes the first client blocked on each of `keys`, if any: called

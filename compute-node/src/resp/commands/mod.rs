@@ -795,7 +795,7 @@ impl<'a> RespClient<'a> {
             | Kind::CommandInfo
             | Kind::CommandList => server::command(entry.kind, cmd, out),
             Kind::ConfigGet => self.config_get(cmd, out),
-            Kind::ConfigSet => server::config_set(cmd, out),
+            Kind::ConfigSet => self.config_set(cmd, out),
             Kind::ConfigResetstat => {
                 self.shared.commands_processed.store(0, Ordering::Relaxed);
                 out.simple("OK");

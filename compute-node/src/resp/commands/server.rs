@@ -5,6 +5,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use crate::datatypes::EncodingLimits;
+
 use super::{REDIS_VERSION, RespClient, arity_error, shown};
 use crate::resp::command_docs::{Arg, deprecation, more_docs};
 use crate::resp::reply::Replies;
@@ -58,6 +60,7 @@ impl RespClient<'_> {
             tcp_port: self.port,
             storage: &shared.storage,
             connected_clients: shared.clients.len(),
+            blocked_clients: shared.blocked.blocked_clients(),
             total_connections: shared.clients.total_registered(),
             total_commands: shared.commands_processed.load(Ordering::Relaxed),
             uptime_seconds: shared.started.elapsed().as_secs(),
@@ -71,7 +74,7 @@ impl RespClient<'_> {
     /// The settings CONFIG GET shows, with their values on this node.
     pub(super) fn settings(&self) -> Vec<(&'static str, String)> {
         let limits = self.engine.limits();
-        vec![
+        let mut settings = vec![
             ("databases", "1".into()),
             ("port", self.port.to_string()),
             (
@@ -85,7 +88,15 @@ impl RespClient<'_> {
             ("maxmemory-policy", "noeviction".into()),
             ("cluster-enabled", "no".into()),
             ("proto-max-bulk-len", limits.max_value_bytes.to_string()),
-        ]
+        ];
+        let encodings = self.encoding_limits();
+        for (name, value) in ENCODING_SETTINGS
+            .iter()
+            .map(|&(name, field)| (name, field.get(&encodings)))
+        {
+            settings.push((name, value.to_string()));
+        }
+        settings
     }
 
     pub(super) fn config_get(&self, cmd: &[Bytes], out: &mut Replies) {
@@ -124,34 +135,121 @@ pub(super) fn time(out: &mut Replies) {
     out.bulk(now.subsec_micros().to_string().as_bytes());
 }
 
-/// CONFIG SET: no setting of SplitKV changes at run time.
-pub(super) fn config_set(cmd: &[Bytes], out: &mut Replies) {
-    if !cmd.len().is_multiple_of(2) {
-        out.error(&arity_error("config|set"));
-        return;
+/// A collection encoding threshold CONFIG can read and change.
+#[derive(Debug, Clone, Copy)]
+enum EncodingSetting {
+    HashEntries,
+    HashValue,
+    SetIntsetEntries,
+    ZsetEntries,
+    ZsetValue,
+    ListSize,
+}
+
+impl EncodingSetting {
+    fn get(self, limits: &EncodingLimits) -> i64 {
+        match self {
+            EncodingSetting::HashEntries => limits.hash_max_entries as i64,
+            EncodingSetting::HashValue => limits.hash_max_value_bytes as i64,
+            EncodingSetting::SetIntsetEntries => limits.set_max_intset_entries as i64,
+            EncodingSetting::ZsetEntries => limits.zset_max_entries as i64,
+            EncodingSetting::ZsetValue => limits.zset_max_value_bytes as i64,
+            EncodingSetting::ListSize => limits.list_max_listpack_size,
+        }
     }
-    let name = shown(&cmd[2], 128).to_ascii_lowercase();
-    const KNOWN: &[&str] = &[
-        "databases",
-        "port",
-        "requirepass",
-        "timeout",
-        "save",
-        "appendonly",
-        "maxmemory",
-        "maxmemory-policy",
-        "cluster-enabled",
-        "proto-max-bulk-len",
-    ];
-    if KNOWN.contains(&name.as_str()) {
-        out.error(&format!(
-            "ERR CONFIG SET failed (possibly related to argument '{name}') - SplitKV cannot change \
-             it at run time; set it when starting the compute node"
-        ));
-    } else {
-        out.error(&format!(
-            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-        ));
+
+    /// Sets `value`, or says why it is out of range.
+    fn set(self, limits: &mut EncodingLimits, value: i64) -> Result<(), &'static str> {
+        if let EncodingSetting::ListSize = self {
+            if value == 0 || value < -5 {
+                return Err("argument must be between -5 and -1 or a positive count");
+            }
+            limits.list_max_listpack_size = value;
+            return Ok(());
+        }
+        let Ok(value) = usize::try_from(value) else {
+            return Err("argument must be a memory or percent value");
+        };
+        match self {
+            EncodingSetting::HashEntries => limits.hash_max_entries = value,
+            EncodingSetting::HashValue => limits.hash_max_value_bytes = value,
+            EncodingSetting::SetIntsetEntries => limits.set_max_intset_entries = value,
+            EncodingSetting::ZsetEntries => limits.zset_max_entries = value,
+            EncodingSetting::ZsetValue => limits.zset_max_value_bytes = value,
+            EncodingSetting::ListSize => {}
+        }
+        Ok(())
+    }
+}
+
+/// The encoding thresholds by their Redis 7.0 names (the `ziplist` names
+/// are Redis's aliases).
+const ENCODING_SETTINGS: &[(&str, EncodingSetting)] = &[
+    ("hash-max-listpack-entries", EncodingSetting::HashEntries),
+    ("hash-max-ziplist-entries", EncodingSetting::HashEntries),
+    ("hash-max-listpack-value", EncodingSetting::HashValue),
+    ("hash-max-ziplist-value", EncodingSetting::HashValue),
+    ("set-max-intset-entries", EncodingSetting::SetIntsetEntries),
+    ("zset-max-listpack-entries", EncodingSetting::ZsetEntries),
+    ("zset-max-ziplist-entries", EncodingSetting::ZsetEntries),
+    ("zset-max-listpack-value", EncodingSetting::ZsetValue),
+    ("zset-max-ziplist-value", EncodingSetting::ZsetValue),
+    ("list-max-listpack-size", EncodingSetting::ListSize),
+    ("list-max-ziplist-size", EncodingSetting::ListSize),
+];
+
+/// Settings CONFIG GET shows that are fixed when the compute node starts.
+const FIXED_SETTINGS: &[&str] = &[
+    "databases",
+    "port",
+    "requirepass",
+    "timeout",
+    "save",
+    "appendonly",
+    "maxmemory",
+    "maxmemory-policy",
+    "cluster-enabled",
+    "proto-max-bulk-len",
+];
+
+impl RespClient<'_> {
+    /// CONFIG SET name value [name value ...]: the collection encoding
+    /// thresholds change (all or none); the other settings SplitKV shows
+    /// are fixed at start.
+    pub(super) fn config_set(&self, cmd: &[Bytes], out: &mut Replies) {
+        if !cmd.len().is_multiple_of(2) {
+            out.error(&arity_error("config|set"));
+            return;
+        }
+        let mut changed = *self.shared.encoding_limits.read();
+        for pair in cmd[2..].chunks(2) {
+            let name = shown(&pair[0], 128).to_ascii_lowercase();
+            if let Some(&(_, setting)) = ENCODING_SETTINGS.iter().find(|(n, _)| *n == name) {
+                let result = match super::parse_i64(&pair[1]) {
+                    None => Err("argument couldn't be parsed into an integer"),
+                    Some(value) => setting.set(&mut changed, value),
+                };
+                if let Err(why) = result {
+                    out.error(&format!(
+                        "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                    ));
+                    return;
+                }
+            } else if FIXED_SETTINGS.contains(&name.as_str()) {
+                out.error(&format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - SplitKV cannot change \
+                     it at run time; set it when starting the compute node"
+                ));
+                return;
+            } else {
+                out.error(&format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ));
+                return;
+            }
+        }
+        *self.shared.encoding_limits.write() = changed;
+        out.simple("OK");
     }
 }
 
