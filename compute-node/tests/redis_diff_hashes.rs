@@ -16,7 +16,7 @@ mod diff;
 #[allow(dead_code, reason = "shared test support")]
 mod support;
 
-use diff::{Pair, Step, by_shape, exact, unordered};
+use diff::{Step, by_shape, exact, unordered};
 
 /// Commands that Redis queues inside MULTI (valid arities) and that
 /// answer the same on both servers.
@@ -187,35 +187,12 @@ fn every_step() -> Vec<Step> {
     steps
 }
 
-fn hello(protocol: &str) -> Step {
-    by_shape(
-        &[b"HELLO", protocol.as_bytes()],
-        "HELLO's version and id are each server's own",
-    )
-}
-
 #[test]
 fn hash_commands_answer_as_redis_does_in_resp2_and_resp3() {
-    let mut pair = Pair::start();
-    pair.both_ways(&every_step());
-    pair.one_by_one(&[hello("3")]);
-    pair.both_ways(&every_step());
+    diff::in_both_protocols(&every_step());
 }
 
 #[test]
 fn hash_commands_inside_exec_answer_as_redis_does() {
-    let mut pair = Pair::start();
-    let exact_steps: Vec<Step> = valid_steps()
-        .into_iter()
-        .filter(|s| matches!(s.compare, diff::Compare::Exact))
-        .collect();
-    let mut steps = Vec::new();
-    for chunk in exact_steps.chunks(16) {
-        steps.push(exact(cmd!("MULTI")));
-        steps.extend(chunk.iter().cloned());
-        steps.push(exact(cmd!("EXEC")));
-    }
-    pair.both_ways(&steps);
-    pair.one_by_one(&[hello("3")]);
-    pair.both_ways(&steps);
+    diff::in_both_protocols(&diff::in_transactions(valid_steps()));
 }

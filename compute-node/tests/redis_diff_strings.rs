@@ -17,7 +17,7 @@ mod diff;
 )]
 mod support;
 
-use diff::{Pair, Step, by_shape, exact};
+use diff::{Pair, Step, by_shape, exact, hello};
 use support::value_for;
 
 /// SET's options and the commands that set, get and delete.
@@ -505,13 +505,6 @@ fn every_step() -> Vec<Step> {
     steps.extend(counter_steps());
     steps.extend(float_steps());
     steps
-}
-
-fn hello(protocol: &str) -> Step {
-    by_shape(
-        &[b"HELLO", protocol.as_bytes()],
-        "HELLO's version and id are each server's own",
-    )
 }
 
 #[test]

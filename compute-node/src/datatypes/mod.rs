@@ -105,10 +105,15 @@ pub trait Collection: Sized {
     fn encode(&self) -> Bytes;
     /// True if it has no element.
     fn is_empty(&self) -> bool;
+    /// Number of elements.
+    fn len(&self) -> usize;
+    /// Removes the element (field, member) named `name`; true if it was
+    /// there. Lists have no names: nothing is removed.
+    fn remove_named(&mut self, name: &[u8]) -> bool;
 }
 
 macro_rules! collection {
-    ($type:ty, $tag:expr) => {
+    ($type:ty, $tag:expr, $remove:expr) => {
         impl Collection for $type {
             const TYPE: DataType = $tag;
             fn decode(stored: Bytes) -> Result<Self, DecodeError> {
@@ -120,14 +125,20 @@ macro_rules! collection {
             fn is_empty(&self) -> bool {
                 <$type>::is_empty(self)
             }
+            fn len(&self) -> usize {
+                <$type>::len(self)
+            }
+            fn remove_named(&mut self, name: &[u8]) -> bool {
+                $remove(self, name)
+            }
         }
     };
 }
 
-collection!(Hash, DataType::Hash);
-collection!(List, DataType::List);
-collection!(Set, DataType::Set);
-collection!(SortedSet, DataType::SortedSet);
+collection!(Hash, DataType::Hash, Hash::remove);
+collection!(List, DataType::List, |_: &mut List, _: &[u8]| false);
+collection!(Set, DataType::Set, Set::remove);
+collection!(SortedSet, DataType::SortedSet, SortedSet::remove);
 
 /// Why a stored value could not be read as the type it claims.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -568,3 +568,38 @@ pub fn compare_replies(step: &Step, redis: &mut Connection, splitkv: &mut Connec
         }
     }
 }
+
+/// HELLO `protocol`, compared by shape (each server has its own version
+/// and id).
+pub fn hello(protocol: &str) -> Step {
+    by_shape(
+        &[b"HELLO", protocol.as_bytes()],
+        "HELLO's version and id are each server's own",
+    )
+}
+
+/// The steps of `steps` compared byte for byte, queued 16 at a time inside
+/// MULTI and compared again as EXEC's array (their arities must be valid,
+/// or Redis would abort the transaction).
+pub fn in_transactions(steps: Vec<Step>) -> Vec<Step> {
+    let exact_steps: Vec<Step> = steps
+        .into_iter()
+        .filter(|s| matches!(s.compare, Compare::Exact))
+        .collect();
+    let mut out = Vec::new();
+    for chunk in exact_steps.chunks(16) {
+        out.push(exact(&[b"MULTI"]));
+        out.extend(chunk.iter().cloned());
+        out.push(exact(&[b"EXEC"]));
+    }
+    out
+}
+
+/// Runs `steps` one by one and pipelined on a fresh pair of servers, in
+/// RESP2 and then again in RESP3.
+pub fn in_both_protocols(steps: &[Step]) {
+    let mut pair = Pair::start();
+    pair.both_ways(steps);
+    pair.one_by_one(&[hello("3")]);
+    pair.both_ways(steps);
+}

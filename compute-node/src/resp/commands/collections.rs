@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use super::keyspace::parse_cursor;
-use super::{CommandError, KeyWrite, RespClient, parse_i64};
+use super::{CommandError, KeyWrite, RespClient, fail, parse_i64};
 use crate::EngineError;
 use crate::datatypes::{Collection, DataType, EncodingLimits};
 use crate::resp::glob;
@@ -98,6 +98,57 @@ impl RespClient<'_> {
     ) -> Result<(), EngineError> {
         self.write(vec![store_write(key, collection, expire_at_ms)])
             .await
+    }
+
+    /// HDEL, SREM and ZREM key name...: removes the named elements of the
+    /// `C` at `cmd[1]` and answers how many were there (the key goes with
+    /// its last element).
+    pub(super) async fn remove_named<C: Collection + Default>(
+        &mut self,
+        cmd: &[Bytes],
+        out: &mut Replies,
+    ) {
+        let key = &cmd[1];
+        let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
+        let (mut collection, expire_at_ms) = match self.load::<C>(key).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return out.integer(0),
+            Err(e) => return fail(out, &e),
+        };
+        let removed = cmd[2..]
+            .iter()
+            .filter(|name| collection.remove_named(name))
+            .count();
+        if removed == 0 {
+            return out.integer(0);
+        }
+        match self.store(key, &collection, expire_at_ms).await {
+            Ok(()) => out.integer(removed as i64),
+            Err(e) => fail(out, &e),
+        }
+    }
+
+    /// The STORE forms' end: `result` replaces whatever `destination` held
+    /// (without expiry; the key is deleted if `result` is empty), and its
+    /// size is answered.
+    pub(super) async fn store_result<C: Collection>(
+        &mut self,
+        destination: &Bytes,
+        result: &C,
+        out: &mut Replies,
+    ) {
+        let write = if result.is_empty() {
+            if !self.key_exists(destination) {
+                return out.integer(0);
+            }
+            KeyWrite::delete(destination.clone())
+        } else {
+            store_write(destination, result, 0)
+        };
+        match self.write(vec![write]).await {
+            Ok(()) => out.integer(result.len() as i64),
+            Err(e) => fail(out, &e),
+        }
     }
 
     /// The thresholds at which collections leave their compact encodings.

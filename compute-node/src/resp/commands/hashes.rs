@@ -114,26 +114,6 @@ impl RespClient<'_> {
         }
     }
 
-    /// HDEL key field...: how many fields were removed (the key goes with
-    /// its last field).
-    pub(super) async fn hdel(&mut self, cmd: &[Bytes], out: &mut Replies) {
-        let key = &cmd[1];
-        let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let (mut hash, expire_at_ms) = match self.load::<Hash>(key).await {
-            Ok(Some(found)) => found,
-            Ok(None) => return out.integer(0),
-            Err(e) => return fail(out, &e),
-        };
-        let removed = cmd[2..].iter().filter(|f| hash.remove(f)).count();
-        if removed == 0 {
-            return out.integer(0);
-        }
-        match self.store(key, &hash, expire_at_ms).await {
-            Ok(()) => out.integer(removed as i64),
-            Err(e) => fail(out, &e),
-        }
-    }
-
     /// HLEN key.
     pub(super) async fn hlen(&self, cmd: &[Bytes], out: &mut Replies) {
         if let Ok(hash) = self.read_hash(cmd, out).await {

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::collections::{ScanOptions, empty_scan, store_write};
 use super::hashes::random_picks;
 use super::lists::positive_count;
-use super::{KeyWrite, RespClient, fail, parse_i64};
+use super::{RespClient, fail, parse_i64};
 use crate::datatypes::{EncodingLimits, Set};
 use crate::resp::reply::Replies;
 
@@ -107,26 +107,6 @@ impl RespClient<'_> {
         }
         match self.store(key, &set, expire_at_ms).await {
             Ok(()) => out.integer(added as i64),
-            Err(e) => fail(out, &e),
-        }
-    }
-
-    /// SREM key member...: how many members were removed.
-    pub(super) async fn srem(&mut self, cmd: &[Bytes], out: &mut Replies) {
-        let key = &cmd[1];
-        let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let Ok(found) = self.read_set(key, out).await else {
-            return;
-        };
-        let Some((mut set, expire_at_ms)) = found else {
-            return out.integer(0);
-        };
-        let removed = cmd[2..].iter().filter(|m| set.remove(m)).count();
-        if removed == 0 {
-            return out.integer(0);
-        }
-        match self.store(key, &set, expire_at_ms).await {
-            Ok(()) => out.integer(removed as i64),
             Err(e) => fail(out, &e),
         }
     }
@@ -291,18 +271,7 @@ impl RespClient<'_> {
             return;
         };
         let result = combine(op, &sets, &self.encoding_limits());
-        let write = if result.is_empty() {
-            if !self.key_exists(&cmd[1]) {
-                return out.integer(0);
-            }
-            KeyWrite::delete(cmd[1].clone())
-        } else {
-            store_write(&cmd[1], &result, 0)
-        };
-        match self.write(vec![write]).await {
-            Ok(()) => out.integer(result.len() as i64),
-            Err(e) => fail(out, &e),
-        }
+        self.store_result(&cmd[1], &result, out).await;
     }
 
     /// SINTERCARD numkeys key... [LIMIT limit].

@@ -9,11 +9,11 @@
 use bytes::Bytes;
 
 use super::blocking::parse_mpop;
-use super::collections::{ScanOptions, empty_scan, store_write};
+use super::collections::{ScanOptions, empty_scan};
 use super::hashes::random_picks;
 use super::lists::{Served, positive_count};
 use super::sorted_set_args::{LexRange, NOT_A_FLOAT, ScoreRange, Selection, parse_score, select};
-use super::{CommandError, KeyWrite, RespClient, fail, parse_i64};
+use super::{CommandError, RespClient, fail, parse_i64};
 use crate::datatypes::zset::Entry;
 use crate::datatypes::{DataType, Set, SortedSet};
 use crate::resp::reply::{Protocol, Replies};
@@ -324,26 +324,6 @@ impl RespClient<'_> {
         }
     }
 
-    /// ZREM key member...: how many were removed.
-    pub(super) async fn zrem(&mut self, cmd: &[Bytes], out: &mut Replies) {
-        let key = &cmd[1];
-        let _stripes = self.lock_keys(std::slice::from_ref(key)).await;
-        let Ok(found) = self.read_zset(key, out).await else {
-            return;
-        };
-        let Some((mut set, expire_at_ms)) = found else {
-            return out.integer(0);
-        };
-        let removed = cmd[2..].iter().filter(|m| set.remove(m)).count();
-        if removed == 0 {
-            return out.integer(0);
-        }
-        match self.store(key, &set, expire_at_ms).await {
-            Ok(()) => out.integer(removed as i64),
-            Err(e) => fail(out, &e),
-        }
-    }
-
     /// ZSCORE key member.
     pub(super) async fn zscore(&self, cmd: &[Bytes], out: &mut Replies) {
         if let Ok(found) = self.read_zset(&cmd[1], out).await {
@@ -493,23 +473,6 @@ impl RespClient<'_> {
         }
         result.settle(&self.encoding_limits());
         self.store_result(&cmd[1], &result, out).await;
-    }
-
-    /// Stores `result` at `destination` (replacing whatever it held,
-    /// without expiry; deleted if empty) and answers its size.
-    async fn store_result(&mut self, destination: &Bytes, result: &SortedSet, out: &mut Replies) {
-        let write = if result.is_empty() {
-            if !self.key_exists(destination) {
-                return out.integer(0);
-            }
-            KeyWrite::delete(destination.clone())
-        } else {
-            store_write(destination, result, 0)
-        };
-        match self.write(vec![write]).await {
-            Ok(()) => out.integer(result.len() as i64),
-            Err(e) => fail(out, &e),
-        }
     }
 
     /// ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX key min max.
