@@ -17,7 +17,7 @@ mod diff;
 )]
 mod support;
 
-use diff::{Pair, Step, by_shape, exact, hello};
+use diff::{Pair, Step, exact, hello};
 use support::value_for;
 
 /// SET's options and the commands that set, get and delete.
