@@ -1,6 +1,7 @@
 """redis-py against a server: set, get, delete, a pipeline, a
-transaction, walking the keys (SCAN, KEYS, RANDOMKEY), and times to live,
-with the client's default settings and with protocol=2.
+transaction, walking the keys (SCAN, KEYS, RANDOMKEY), times to live, and
+hashes, lists (blocking pops included), sets and sorted sets, with the
+client's default settings and with protocol=2.
 
 Usage: redis_py_client.py PORT. Exits non-zero with the failure printed.
 """
@@ -70,5 +71,28 @@ for protocol in (None, 2):
     while r.pttl("py:short") != -2:
         pass
     assert r.get("py:short") is None and r.exists("py:short") == 0
+    # The data types, as a program would use them.
+    r.delete("py:h", "py:l", "py:s", "py:z")
+    assert r.hset("py:h", mapping={"name": "ada", "visits": 1}) == 2
+    assert r.hincrby("py:h", "visits", 2) == 3
+    assert r.hgetall("py:h") == {b"name": b"ada", b"visits": b"3"}
+    assert r.hget("py:h", "name") == b"ada" and r.hlen("py:h") == 2
+    assert r.rpush("py:l", "a", "b", "c") == 3
+    assert r.lpop("py:l") == b"a" and r.lrange("py:l", 0, -1) == [b"b", b"c"]
+    assert r.blpop(["py:l"], timeout=1) == (b"py:l", b"b")
+    assert r.sadd("py:s", "x", "y", "x") == 2
+    assert r.smembers("py:s") == {b"x", b"y"} and r.sismember("py:s", "y")
+    assert r.zadd("py:z", {"low": 1, "high": 10.5}) == 2
+    assert r.zincrby("py:z", 2, "low") == 3.0
+    assert r.zrange("py:z", 0, -1, withscores=True) == [(b"low", 3.0), (b"high", 10.5)]
+    assert r.zrevrange("py:z", 0, 0) == [b"high"]
+    assert r.bzpopmin("py:z", timeout=1) == (b"py:z", b"low", 3.0)
+    assert r.type("py:h") == b"hash" and r.type("py:z") == b"zset"
+    assert set(r.scan_iter(match="py:*", _type="set")) == {b"py:s"}
+    try:
+        r.get("py:h")
+        raise AssertionError("GET of a hash answered")
+    except redis.ResponseError as e:
+        assert str(e).startswith("WRONGTYPE"), e
     r.close()
 print("redis-py: ok")
