@@ -209,7 +209,7 @@ fn collections_lose_no_acknowledged_change_to_kill_9_of_either_node() {
         ..StorageSettings::new(PARTITIONS)
     };
     let (mut compute, first_addr) =
-        process::start_compute("compute node", port, &files.compute_certs, &[], "warn");
+        process::start_compute("compute node", port, &files.compute_certs, &[], "info");
     let addr = Arc::new(Mutex::new(first_addr));
     let stop = Arc::new(AtomicBool::new(false));
     let acks = Arc::new(AtomicU64::new(0));
@@ -229,7 +229,7 @@ fn collections_lose_no_acknowledged_change_to_kill_9_of_either_node() {
         if round == 2 {
             compute.kill9();
             let (restarted, new_addr) =
-                process::start_compute("compute node", port, &files.compute_certs, &[], "warn");
+                process::start_compute("compute node", port, &files.compute_certs, &[], "info");
             compute = restarted;
             *addr.lock() = new_addr;
         } else {
@@ -257,7 +257,7 @@ fn collections_lose_no_acknowledged_change_to_kill_9_of_either_node() {
         port,
         &files.compute_certs,
         &[],
-        "warn",
+        "info",
     );
     let mut con = redis::Client::open(format!("redis://{fresh_addr}/"))
         .expect("client")
