@@ -132,7 +132,11 @@ fn mixed_outcome(engine: &Engine, round: usize) -> Option<bool> {
     // What the engine holds is the RESP layer's stored form of a string.
     let get = |key: &[u8]| {
         let stored = engine.get(key).expect("read back")?;
-        Some(compute_node::datatypes::string_slice(&stored).expect("a string").to_vec())
+        Some(
+            compute_node::datatypes::string_slice(&stored)
+                .expect("a string")
+                .to_vec(),
+        )
     };
     let mut outcomes = (0..MIXED_KEYS).map(|i| {
         let [set, src, dst, del] = mixed_keys(round, i);
