@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::RespClient;
+use super::collections::parse_mpop;
 use super::lists::{End, Served};
 use super::sorted_set_args::parse_score;
-use super::{RespClient, parse_i64};
 use crate::resp::reply::Replies;
 
 /// What a blocked client waits to do.
@@ -71,47 +72,6 @@ pub(super) fn parse_timeout_ms(arg: &[u8]) -> Result<u64, &'static str> {
         return Err("ERR timeout is negative");
     }
     Ok(ms as u64)
-}
-
-/// LMPOP, BLMPOP, ZMPOP and BZMPOP's arguments from `numkeys` at
-/// `numkeys_at`: the keys, which of `words` came after them (false for
-/// the first), and COUNT if given.
-pub(super) fn parse_mpop(
-    cmd: &[Bytes],
-    numkeys_at: usize,
-    words: (&[u8], &[u8]),
-) -> Result<(Vec<Bytes>, bool, Option<u64>), &'static str> {
-    let numkeys = match parse_i64(&cmd[numkeys_at]) {
-        Some(n) if n >= 1 => n as u64,
-        _ => return Err("ERR numkeys should be greater than 0"),
-    };
-    let where_at = (numkeys_at as u64 + 1).saturating_add(numkeys);
-    if where_at >= cmd.len() as u64 {
-        return Err("ERR syntax error");
-    }
-    let where_at = where_at as usize;
-    let second = if cmd[where_at].eq_ignore_ascii_case(words.0) {
-        false
-    } else if cmd[where_at].eq_ignore_ascii_case(words.1) {
-        true
-    } else {
-        return Err("ERR syntax error");
-    };
-    let mut count = None;
-    let mut j = where_at + 1;
-    while j < cmd.len() {
-        match cmd.get(j + 1) {
-            Some(value) if count.is_none() && cmd[j].eq_ignore_ascii_case(b"count") => {
-                match parse_i64(value) {
-                    Some(n) if n >= 1 => count = Some(n as u64),
-                    _ => return Err("ERR count should be greater than 0"),
-                }
-            }
-            _ => return Err("ERR syntax error"),
-        }
-        j += 2;
-    }
-    Ok((cmd[numkeys_at + 1..where_at].to_vec(), second, count))
 }
 
 /// Resolves when the client's peer has closed its side of the

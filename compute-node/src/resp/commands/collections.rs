@@ -34,6 +34,47 @@ pub(super) fn store_write<C: Collection>(
     }
 }
 
+/// LMPOP, BLMPOP, ZMPOP and BZMPOP's arguments from `numkeys` at
+/// `numkeys_at`: the keys, which of `words` came after them (false for
+/// the first), and COUNT if given.
+pub(super) fn parse_mpop(
+    cmd: &[Bytes],
+    numkeys_at: usize,
+    words: (&[u8], &[u8]),
+) -> Result<(Vec<Bytes>, bool, Option<u64>), &'static str> {
+    let numkeys = match parse_i64(&cmd[numkeys_at]) {
+        Some(n) if n >= 1 => n as u64,
+        _ => return Err("ERR numkeys should be greater than 0"),
+    };
+    let where_at = (numkeys_at as u64 + 1).saturating_add(numkeys);
+    if where_at >= cmd.len() as u64 {
+        return Err("ERR syntax error");
+    }
+    let where_at = where_at as usize;
+    let second = if cmd[where_at].eq_ignore_ascii_case(words.0) {
+        false
+    } else if cmd[where_at].eq_ignore_ascii_case(words.1) {
+        true
+    } else {
+        return Err("ERR syntax error");
+    };
+    let mut count = None;
+    let mut j = where_at + 1;
+    while j < cmd.len() {
+        match cmd.get(j + 1) {
+            Some(value) if count.is_none() && cmd[j].eq_ignore_ascii_case(b"count") => {
+                match parse_i64(value) {
+                    Some(n) if n >= 1 => count = Some(n as u64),
+                    _ => return Err("ERR count should be greater than 0"),
+                }
+            }
+            _ => return Err("ERR syntax error"),
+        }
+        j += 2;
+    }
+    Ok((cmd[numkeys_at + 1..where_at].to_vec(), second, count))
+}
+
 /// HSCAN, SSCAN and ZSCAN's options after the cursor: MATCH and COUNT
 /// (COUNT is a hint these commands do not need: a collection is answered
 /// whole, with cursor 0).

@@ -6,8 +6,7 @@
 
 use bytes::Bytes;
 
-use super::blocking::parse_mpop;
-use super::collections::store_write;
+use super::collections::{parse_mpop, store_write};
 use super::{RespClient, fail, parse_i64};
 use crate::datatypes::List;
 use crate::resp::reply::Replies;

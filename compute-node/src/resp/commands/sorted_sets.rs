@@ -8,8 +8,7 @@
 
 use bytes::Bytes;
 
-use super::blocking::parse_mpop;
-use super::collections::{ScanOptions, empty_scan};
+use super::collections::{ScanOptions, empty_scan, parse_mpop};
 use super::hashes::random_picks;
 use super::lists::{Served, positive_count};
 use super::sorted_set_args::{LexRange, NOT_A_FLOAT, ScoreRange, Selection, parse_score, select};
