@@ -180,6 +180,21 @@ pub fn string_slice(stored: &[u8]) -> Option<&[u8]> {
     }
 }
 
+/// The integer `text` spells in canonical form (as Redis's `string2ll`
+/// accepts: optional `-`, no leading zeros, no `+`, within `i64`).
+pub fn parse_integer(text: &[u8]) -> Option<i64> {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    if digits.is_empty()
+        || digits.len() > 20
+        || !digits.iter().all(u8::is_ascii_digit)
+        || (digits.len() > 1 && digits[0] == b'0')
+        || text == b"-0"
+    {
+        return None;
+    }
+    std::str::from_utf8(text).ok()?.parse().ok()
+}
+
 /// The size thresholds at which a collection leaves its compact encoding
 /// (Redis's `*-max-listpack-*` and `set-max-intset-entries` settings),
 /// which decide what OBJECT ENCODING answers and the order small sets
@@ -247,21 +262,6 @@ pub(crate) fn collection_bytes(stored: Bytes) -> Result<CollectionBytes, DecodeE
     })
 }
 
-/// The number of elements a stored collection holds, read from its header
-/// without decoding the elements (`None` for a string).
-pub fn collection_len(stored: &[u8]) -> Option<Result<usize, DecodeError>> {
-    if DataType::of(stored) == DataType::String {
-        return None;
-    }
-    if stored.len() < COLLECTION_HEADER_BYTES {
-        return Some(Err(DecodeError::Corrupt("not a collection")));
-    }
-    let mut reader = codec::Reader::new(Bytes::copy_from_slice(
-        &stored[COLLECTION_HEADER_BYTES..stored.len().min(COLLECTION_HEADER_BYTES + 10)],
-    ));
-    Some(reader.count())
-}
-
 /// Starts the stored form of a collection: header and count.
 fn collection_header(data_type: DataType, large: bool, count: usize, capacity: usize) -> Vec<u8> {
     let tag = match data_type {
@@ -280,6 +280,25 @@ fn collection_header(data_type: DataType, large: bool, count: usize, capacity: u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_integers_are_redis_s() {
+        assert_eq!(parse_integer(b"12"), Some(12));
+        assert_eq!(parse_integer(b"-7"), Some(-7));
+        assert_eq!(parse_integer(b"0"), Some(0));
+        for not in [
+            &b"012"[..],
+            b"+1",
+            b"-0",
+            b"",
+            b"-",
+            b"1.0",
+            b" 1",
+            b"99999999999999999999",
+        ] {
+            assert_eq!(parse_integer(not), None, "{not:?}");
+        }
+    }
 
     #[test]
     fn strings_keep_their_bytes_unless_they_start_with_the_marker() {
@@ -306,8 +325,7 @@ mod tests {
         let stored = hash.encode();
         assert_eq!(DataType::of(&stored), DataType::Hash);
         assert_eq!(string_of(stored.clone()), None);
-        assert_eq!(collection_len(&stored), Some(Ok(1)));
-        assert_eq!(collection_len(b"plain"), None);
+        assert_eq!(Hash::decode(stored).map(|h| h.len()), Ok(1));
     }
 
     #[test]

@@ -6,22 +6,9 @@ use bytes::Bytes;
 use indexmap::IndexSet;
 
 use super::codec::{self, Reader};
-use super::{DataType, DecodeError, EncodingLimits, collection_bytes, collection_header};
-
-/// The integer `text` spells in canonical form (as Redis's `string2ll`
-/// accepts: optional `-`, no leading zeros, no `+`, within `i64`).
-pub fn canonical_i64(text: &[u8]) -> Option<i64> {
-    let digits = text.strip_prefix(b"-").unwrap_or(text);
-    if digits.is_empty()
-        || digits.len() > 20
-        || !digits.iter().all(u8::is_ascii_digit)
-        || (digits.len() > 1 && digits[0] == b'0')
-        || text == b"-0"
-    {
-        return None;
-    }
-    std::str::from_utf8(text).ok()?.parse().ok()
-}
+use super::{
+    DataType, DecodeError, EncodingLimits, collection_bytes, collection_header, parse_integer,
+};
 
 /// A decoded set.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -83,10 +70,10 @@ impl Set {
             return false;
         }
         if !self.large {
-            match canonical_i64(&member) {
+            match parse_integer(&member) {
                 Some(value) if self.members.len() < limits.set_max_intset_entries => {
                     let at = self.members.partition_point(|m| {
-                        canonical_i64(m).is_some_and(|existing| existing < value)
+                        parse_integer(m).is_some_and(|existing| existing < value)
                     });
                     self.members.shift_insert(at, member);
                     return true;
@@ -129,25 +116,6 @@ mod tests {
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
-    }
-
-    #[test]
-    fn canonical_integers_are_redis_s() {
-        assert_eq!(canonical_i64(b"12"), Some(12));
-        assert_eq!(canonical_i64(b"-7"), Some(-7));
-        assert_eq!(canonical_i64(b"0"), Some(0));
-        for not in [
-            &b"012"[..],
-            b"+1",
-            b"-0",
-            b"",
-            b"-",
-            b"1.0",
-            b" 1",
-            b"99999999999999999999",
-        ] {
-            assert_eq!(canonical_i64(not), None, "{not:?}");
-        }
     }
 
     #[test]

@@ -89,6 +89,23 @@ impl BlockedKeys {
         self.blocked.load(Ordering::SeqCst)
     }
 
+    /// The keys `writes` put to that a client blocks on (none, without
+    /// allocating, while no client is blocked): what to pass to
+    /// [`BlockedKeys::written`] once the writes are acknowledged.
+    pub fn keys_to_wake(&self, writes: &[crate::KeyWrite<Bytes>]) -> Vec<Bytes> {
+        if !self.any_blocked() {
+            return Vec::new();
+        }
+        let queues = self.queues.lock();
+        writes
+            .iter()
+            .filter_map(|write| match write {
+                crate::KeyWrite::Put { key, .. } if queues.contains_key(key) => Some(key.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Wakes the first client blocked on each of `keys`, if any: called
     /// after a write to them is acknowledged.
     pub fn written<'k>(&self, keys: impl IntoIterator<Item = &'k Bytes>) {

@@ -75,6 +75,39 @@ pub(super) fn parse_mpop(
     Ok((cmd[numkeys_at + 1..where_at].to_vec(), second, count))
 }
 
+/// The positions HRANDFIELD, SRANDMEMBER and ZRANDMEMBER answer for
+/// `count` over `len` elements, as Redis chooses them: a negative count
+/// may repeat positions; a count at least `len` is every position in
+/// order; else `count` distinct positions.
+pub(super) fn random_picks(len: usize, count: i64) -> Vec<usize> {
+    if len == 0 || count == 0 {
+        return Vec::new();
+    }
+    if count < 0 {
+        let n = count.unsigned_abs() as usize;
+        return (0..n).map(|_| fastrand::usize(..len)).collect();
+    }
+    let n = count as u64;
+    if n >= len as u64 {
+        return (0..len).collect();
+    }
+    let mut all: Vec<usize> = (0..len).collect();
+    fastrand::shuffle(&mut all);
+    all.truncate(n as usize);
+    all
+}
+
+const MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
+
+/// A count argument as Redis's `getPositiveLongFromObjectOrReply` reads
+/// it without a message of its own.
+pub(super) fn positive_count(arg: &[u8]) -> Result<u64, &'static str> {
+    match parse_i64(arg) {
+        Some(n) if n >= 0 => Ok(n as u64),
+        _ => Err(MUST_BE_POSITIVE),
+    }
+}
+
 /// HSCAN, SSCAN and ZSCAN's options after the cursor: MATCH and COUNT
 /// (COUNT is a hint these commands do not need: a collection is answered
 /// whole, with cursor 0).
@@ -205,5 +238,32 @@ impl RespClient<'_> {
             return false;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_picks_follow_redis_s_cases() {
+        assert!(random_picks(0, 5).is_empty());
+        assert!(random_picks(5, 0).is_empty());
+        assert_eq!(random_picks(3, 3), vec![0, 1, 2]);
+        assert_eq!(random_picks(3, 10), vec![0, 1, 2]);
+        let repeated = random_picks(2, -7);
+        assert_eq!(repeated.len(), 7);
+        assert!(repeated.iter().all(|&i| i < 2));
+        let mut distinct = random_picks(100, 10);
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 10);
+    }
+
+    #[test]
+    fn counts_are_read_as_redis_reads_them() {
+        assert_eq!(positive_count(b"3"), Ok(3));
+        assert_eq!(positive_count(b"-1"), Err(MUST_BE_POSITIVE));
+        assert_eq!(positive_count(b"x"), Err(MUST_BE_POSITIVE));
     }
 }

@@ -26,7 +26,7 @@ const OBJECT_HELP: &[&str] = &[
 /// What OBJECT ENCODING answers for a string: `int`, `embstr` or `raw`,
 /// as Redis encodes a value set by SET.
 fn string_encoding(value: &[u8]) -> &'static str {
-    if value.len() <= 20 && crate::datatypes::set::canonical_i64(value).is_some() {
+    if value.len() <= 20 && crate::datatypes::parse_integer(value).is_some() {
         "int"
     } else if value.len() <= 44 {
         "embstr"

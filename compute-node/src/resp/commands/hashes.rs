@@ -6,13 +6,12 @@
 
 use bytes::Bytes;
 
-use super::collections::{ScanOptions, empty_scan};
+use super::collections::{ScanOptions, empty_scan, random_picks};
 use super::counters::{FloatRefusal, add_float};
+use super::expiry_args::NOT_AN_INTEGER;
 use super::{RespClient, arity_error, fail, parse_i64};
 use crate::datatypes::Hash;
 use crate::resp::reply::{Protocol, Replies};
-
-const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 
 /// HRANDFIELD's count when it is out of the range Redis reads.
 const COUNT_OUT_OF_RANGE: &str =
@@ -263,47 +262,5 @@ impl RespClient<'_> {
             out.bulk(field);
             out.bulk(value);
         }
-    }
-}
-
-/// The positions HRANDFIELD, SRANDMEMBER and ZRANDMEMBER answer for
-/// `count` over `len` elements, as Redis chooses them: a negative count
-/// may repeat positions; a count at least `len` is every position in
-/// order; else `count` distinct positions.
-pub(super) fn random_picks(len: usize, count: i64) -> Vec<usize> {
-    if len == 0 || count == 0 {
-        return Vec::new();
-    }
-    if count < 0 {
-        let n = count.unsigned_abs() as usize;
-        return (0..n).map(|_| fastrand::usize(..len)).collect();
-    }
-    let n = count as u64;
-    if n >= len as u64 {
-        return (0..len).collect();
-    }
-    let mut all: Vec<usize> = (0..len).collect();
-    fastrand::shuffle(&mut all);
-    all.truncate(n as usize);
-    all
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn random_picks_follow_redis_s_cases() {
-        assert!(random_picks(0, 5).is_empty());
-        assert!(random_picks(5, 0).is_empty());
-        assert_eq!(random_picks(3, 3), vec![0, 1, 2]);
-        assert_eq!(random_picks(3, 10), vec![0, 1, 2]);
-        let repeated = random_picks(2, -7);
-        assert_eq!(repeated.len(), 7);
-        assert!(repeated.iter().all(|&i| i < 2));
-        let mut distinct = random_picks(100, 10);
-        distinct.sort_unstable();
-        distinct.dedup();
-        assert_eq!(distinct.len(), 10);
     }
 }

@@ -6,13 +6,11 @@
 
 use bytes::Bytes;
 
-use super::collections::{parse_mpop, store_write};
+use super::collections::{parse_mpop, positive_count, store_write};
+use super::expiry_args::NOT_AN_INTEGER;
 use super::{RespClient, fail, parse_i64};
 use crate::datatypes::List;
 use crate::resp::reply::Replies;
-
-const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
-const MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
 
 /// Whether a pop found something to answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,15 +77,6 @@ fn push(list: &mut List, end: End, element: Bytes) {
     match end {
         End::Left => list.elements.push_front(element),
         End::Right => list.elements.push_back(element),
-    }
-}
-
-/// A count argument as Redis's `getPositiveLongFromObjectOrReply` reads
-/// it without a message of its own.
-pub(super) fn positive_count(arg: &[u8]) -> Result<u64, &'static str> {
-    match parse_i64(arg) {
-        Some(n) if n >= 0 => Ok(n as u64),
-        _ => Err(MUST_BE_POSITIVE),
     }
 }
 
@@ -558,12 +547,5 @@ mod tests {
         assert_eq!(range_of(5, -100, 0), Some((0, 0)));
         assert_eq!(range_of(0, 0, -1), None);
         assert_eq!(range_of(5, i64::MIN, i64::MAX), Some((0, 4)));
-    }
-
-    #[test]
-    fn counts_are_read_as_redis_reads_them() {
-        assert_eq!(positive_count(b"3"), Ok(3));
-        assert_eq!(positive_count(b"-1"), Err(MUST_BE_POSITIVE));
-        assert_eq!(positive_count(b"x"), Err(MUST_BE_POSITIVE));
     }
 }

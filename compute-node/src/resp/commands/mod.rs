@@ -347,15 +347,9 @@ fn valid_name(name: &[u8]) -> bool {
     name.iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
+/// An integer argument as Redis's `string2ll` reads it.
 fn parse_i64(arg: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(arg).ok()?;
-    if text.is_empty() || text.starts_with('+') || (text.len() > 1 && text.starts_with("-0")) {
-        return None;
-    }
-    if text.len() > 1 && text.starts_with('0') {
-        return None;
-    }
-    text.parse().ok()
+    crate::datatypes::parse_integer(arg)
 }
 
 /// One write a command makes to a key: a put of a value and when it
@@ -606,17 +600,7 @@ impl<'a> RespClient<'a> {
             }
             return Ok(());
         }
-        let woken: Vec<Bytes> = if self.shared.blocked.any_blocked() {
-            writes
-                .iter()
-                .filter_map(|w| match w {
-                    KeyWrite::Put { key, .. } => Some(key.clone()),
-                    _ => None,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let woken = self.shared.blocked.keys_to_wake(&writes);
         self.engine.write_async(self.partition, writes).await?;
         self.shared.blocked.written(&woken);
         Ok(())

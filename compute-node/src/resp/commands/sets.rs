@@ -6,14 +6,11 @@
 
 use bytes::Bytes;
 
-use super::collections::{ScanOptions, empty_scan, store_write};
-use super::hashes::random_picks;
-use super::lists::positive_count;
+use super::collections::{ScanOptions, empty_scan, positive_count, random_picks, store_write};
+use super::expiry_args::NOT_AN_INTEGER;
 use super::{RespClient, fail, parse_i64};
 use crate::datatypes::{EncodingLimits, Set};
 use crate::resp::reply::Replies;
-
-const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 
 /// Which combination SINTER, SUNION and SDIFF make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

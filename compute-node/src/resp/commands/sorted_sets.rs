@@ -8,16 +8,14 @@
 
 use bytes::Bytes;
 
-use super::collections::{ScanOptions, empty_scan, parse_mpop};
-use super::hashes::random_picks;
-use super::lists::{Served, positive_count};
+use super::collections::{ScanOptions, empty_scan, parse_mpop, positive_count, random_picks};
+use super::expiry_args::NOT_AN_INTEGER;
+use super::lists::Served;
 use super::sorted_set_args::{LexRange, NOT_A_FLOAT, ScoreRange, Selection, parse_score, select};
 use super::{CommandError, RespClient, fail, parse_i64};
 use crate::datatypes::zset::Entry;
 use crate::datatypes::{DataType, Set, SortedSet};
 use crate::resp::reply::{Protocol, Replies};
-
-const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 
 /// ZADD's options.
 #[derive(Debug, Default, Clone, Copy)]

@@ -134,17 +134,7 @@ impl RespClient<'_> {
         if batch.is_empty() {
             return Ok(());
         }
-        let woken: Vec<bytes::Bytes> = if self.shared.blocked.any_blocked() {
-            batch
-                .iter()
-                .filter_map(|w| match w {
-                    crate::KeyWrite::Put { key, .. } => Some(key.clone()),
-                    _ => None,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let woken = self.shared.blocked.keys_to_wake(&batch);
         self.engine.write_async(self.partition, batch).await?;
         // Clients blocked on the keys the transaction pushed to try again
         // now that it is over, as Redis serves them after EXEC.
